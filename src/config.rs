@@ -1,0 +1,1297 @@
+//! `probes.yaml`: the serde types of the file, defaults, and validation into a ready
+//! [`Config`]. Imports no sibling module.
+//!
+//! Loading is three steps, so that `inferprobe check` can print every problem at once:
+//! 1. YAML syntax (serde_norway; a syntax error stops here, with its line and column);
+//! 2. each section and each probe is deserialized on its own (unknown keys, wrong types);
+//! 3. semantic checks (durations, URLs, cron, `${ENV}` references, labels, files).
+//!
+//! Steps 2 and 3 find the line and column of a key through [`PositionIndex`], built from
+//! the YAML event stream, so every message reads `FILE:LINE:COLUMN: probe "x": key: ...`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use serde_yaml::Value;
+
+/// The default run interval: often enough to page within about 90 s (3 failures), rarely
+/// enough that a probe is a negligible load on the endpoint.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+/// Total deadline when none is configured: below the default interval, so runs never
+/// overlap.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
+pub const DEFAULT_MAX_TOKENS: u32 = 64;
+/// Cap on response bytes read per run: far above any probe answer, small enough that an
+/// endless body cannot hurt the agent.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+/// User labels per probe: each one multiplies every series, so keep few.
+const MAX_LABELS: usize = 10;
+const MAX_LABEL_VALUE_LEN: usize = 64;
+/// Label names the agent sets itself.
+pub const RESERVED_LABELS: &[&str] = &[
+    "probe",
+    "kind",
+    "model",
+    "location",
+    "prompt_bucket",
+    "result",
+    "reason",
+    "phase",
+    "le",
+    "quantile",
+    "job",
+    "instance",
+    "version",
+];
+
+// ---------------------------------------------------------------------------------------
+// The validated configuration.
+
+/// A validated `probes.yaml`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub agent: AgentConfig,
+    pub probes: Vec<ProbeConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    pub location: Option<String>,
+    pub listen: Option<SocketAddr>,
+}
+
+/// The API a probe speaks. The YAML `kind:` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum Kind {
+    #[serde(rename = "openai_chat")]
+    OpenAiChat,
+    #[serde(rename = "openai_completions")]
+    OpenAiCompletions,
+    #[serde(rename = "http")]
+    Http,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::OpenAiChat => "openai_chat",
+            Kind::OpenAiCompletions => "openai_completions",
+            Kind::Http => "http",
+        }
+    }
+
+    /// Kinds that stream generated tokens (and so have TTFT and prompts).
+    pub fn is_llm(self) -> bool {
+        matches!(self, Kind::OpenAiChat | Kind::OpenAiCompletions)
+    }
+}
+
+/// When a probe runs.
+#[derive(Debug, Clone)]
+pub enum Schedule {
+    /// Every `Duration`, on a grid (see schedule.rs).
+    Interval(Duration),
+    /// On a 6- or 7-field cron expression (seconds first), in UTC.
+    Cron {
+        expr: String,
+        schedule: Box<cron::Schedule>,
+    },
+}
+
+impl PartialEq for Schedule {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Schedule::Interval(a), Schedule::Interval(b)) => a == b,
+            (Schedule::Cron { expr: a, .. }, Schedule::Cron { expr: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// Prompt length buckets, by estimated tokens: short < 64, medium 64-256, long > 256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptBucket {
+    Short,
+    Medium,
+    Long,
+}
+
+impl PromptBucket {
+    pub const ALL: [PromptBucket; 3] = [PromptBucket::Short, PromptBucket::Medium, PromptBucket::Long];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptBucket::Short => "short",
+            PromptBucket::Medium => "medium",
+            PromptBucket::Long => "long",
+        }
+    }
+
+    /// The bucket of a prompt of about `tokens` tokens.
+    pub fn for_tokens(tokens: usize) -> PromptBucket {
+        match tokens {
+            0..64 => PromptBucket::Short,
+            64..=256 => PromptBucket::Medium,
+            _ => PromptBucket::Long,
+        }
+    }
+}
+
+/// Where a probe's prompts come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompts {
+    /// Our built-in prompt sets, restricted to these buckets.
+    Builtin(Vec<PromptBucket>),
+    /// The user's own prompts (inline, or read from a file at load time).
+    Custom(Vec<String>),
+}
+
+/// A header value, possibly holding a secret: it never prints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// What a run must show to count as a success, beyond a complete, well-formed response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    /// Accepted statuses; empty means any 2xx.
+    pub status: Vec<u16>,
+    /// Generated output (LLM kinds) or body (http) must not be empty.
+    pub non_empty: bool,
+    pub min_output_tokens: u64,
+    /// Output text (LLM kinds) or body (http) must contain this.
+    pub contains: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TlsConfig {
+    /// Extra PEM root certificates (for private CAs), added to the system roots.
+    pub ca_file: Option<PathBuf>,
+    /// SNI and certificate name to use instead of the URL's host.
+    pub server_name: Option<String>,
+}
+
+/// One validated probe.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeConfig {
+    pub name: String,
+    pub kind: Kind,
+    /// The full URL with any query string; may hold secrets, see [`display_url`].
+    pub url: http::Uri,
+    pub model: Option<String>,
+    pub schedule: Schedule,
+    pub timeout: Duration,
+    pub first_token_timeout: Duration,
+    pub headers: Vec<(http::HeaderName, Secret)>,
+    pub prompts: Prompts,
+    pub max_tokens: u32,
+    pub method: http::Method,
+    pub body: Option<String>,
+    pub expect: Expect,
+    /// Sorted by key.
+    pub labels: Vec<(String, String)>,
+    pub reuse_connections: bool,
+    pub max_response_bytes: u64,
+    pub tls: TlsConfig,
+}
+
+/// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,
+/// without user info or query string (either may carry an API key).
+pub fn display_url(url: &http::Uri) -> String {
+    let scheme = url.scheme_str().unwrap_or("http");
+    let host = url.host().unwrap_or("");
+    let port = url.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    format!("{scheme}://{host}{port}{}", url.path())
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors.
+
+/// One problem in a config file, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+    pub probe: Option<String>,
+    /// The key's path, e.g. `probes[2].expect.status`.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}: ", self.file, self.line, self.column)?;
+        if let Some(probe) = &self.probe {
+            write!(f, "probe \"{probe}\": ")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem found in one file, in file order.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Entry points.
+
+/// Reads and validates a config file, resolving `${VAR}` from the process environment.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigErrors(vec![ConfigError {
+            file: path.display().to_string(),
+            line: 0,
+            column: 0,
+            probe: None,
+            key: String::new(),
+            message: format!("cannot read the file: {e}"),
+        }])
+    })?;
+    parse(&text, path, &|name| std::env::var(name).ok())
+}
+
+/// Validates config text. `file` names the file in messages and anchors relative paths;
+/// `env` resolves `${VAR}` references (passed in so tests need no process environment).
+pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
+    let mut cx = Checker {
+        file: file.display().to_string(),
+        base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+        index: PositionIndex::default(),
+        errors: Vec::new(),
+        env,
+    };
+    let root: Value = match serde_yaml::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
+            return Err(ConfigErrors(vec![ConfigError {
+                file: cx.file,
+                line,
+                column,
+                probe: None,
+                key: String::new(),
+                message: format!("invalid YAML: {}", strip_location(&e.to_string())),
+            }]));
+        }
+    };
+    cx.index = PositionIndex::build(text);
+    let config = cx.check_root(root);
+    if cx.errors.is_empty() {
+        Ok(config.expect("no errors means a config"))
+    } else {
+        cx.errors.sort_by_key(|a| (a.line, a.column));
+        Err(ConfigErrors(cx.errors))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Raw serde types: what the file may contain. Plain strings for anything that needs
+// checking, so step 3 can report every bad value instead of stopping at the first.
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    location: Option<String>,
+    listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    interval: Option<String>,
+    timeout: Option<String>,
+    first_token_timeout: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    max_tokens: Option<u32>,
+    reuse_connections: Option<bool>,
+    max_response_bytes: Option<u64>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProbe {
+    name: String,
+    kind: Kind,
+    url: String,
+    model: Option<String>,
+    interval: Option<String>,
+    schedule: Option<String>,
+    timeout: Option<String>,
+    first_token_timeout: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    prompts: Option<RawPrompts>,
+    max_tokens: Option<u32>,
+    method: Option<String>,
+    body: Option<String>,
+    expect: Option<RawExpect>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    reuse_connections: Option<bool>,
+    max_response_bytes: Option<u64>,
+    tls: Option<RawTls>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrompts {
+    builtin: Option<Vec<PromptBucket>>,
+    inline: Option<Vec<String>>,
+    file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExpect {
+    #[serde(default, deserialize_with = "one_or_many_statuses")]
+    status: Vec<u16>,
+    non_empty: Option<bool>,
+    min_output_tokens: Option<u64>,
+    contains: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    ca_file: Option<String>,
+    server_name: Option<String>,
+}
+
+/// `status: 200` and `status: [200, 201]` both work.
+fn one_or_many_statuses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::Error> {
+    struct StatusVisitor;
+    impl<'de> Visitor<'de> for StatusVisitor {
+        type Value = Vec<u16>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an HTTP status code or a list of them")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            u16::try_from(v)
+                .map(|s| vec![s])
+                .map_err(|_| E::custom(format!("{v} is not an HTTP status code")))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Err(E::custom(format!("{v} is not an HTTP status code")))
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(s) = seq.next_element::<u16>()? {
+                out.push(s);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(StatusVisitor)
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation.
+
+struct Checker<'a> {
+    file: String,
+    base_dir: PathBuf,
+    index: PositionIndex,
+    errors: Vec<ConfigError>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// Per-probe values inherited from `defaults:`.
+struct Defaults {
+    interval: Option<Duration>,
+    timeout: Option<Duration>,
+    first_token_timeout: Option<Duration>,
+    headers: BTreeMap<String, String>,
+    max_tokens: u32,
+    reuse_connections: bool,
+    max_response_bytes: u64,
+    labels: BTreeMap<String, String>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
+        let (line, column) = self.index.locate(key);
+        self.errors.push(ConfigError {
+            file: self.file.clone(),
+            line,
+            column,
+            probe: probe.map(str::to_owned),
+            key: key.to_owned(),
+            message: message.into(),
+        });
+    }
+
+    /// Deserializes one section, turning serde's message into a positioned error.
+    fn section<T: serde::de::DeserializeOwned>(
+        &mut self,
+        value: Value,
+        prefix: &str,
+        probe: Option<&str>,
+    ) -> Option<T> {
+        match serde_path_to_error::deserialize::<_, T>(value) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let inner = e.path().to_string();
+                let mut key = join_path(prefix, if inner == "." { "" } else { &inner });
+                let mut message = strip_location(&e.into_inner().to_string());
+                if let Some((unknown, expected)) = parse_unknown_field(&message) {
+                    key = join_path(&key_parent(&key, &unknown), &unknown);
+                    message = match suggest(&unknown, &expected) {
+                        Some(s) => format!("unknown key `{unknown}`; did you mean `{s}`?"),
+                        None => format!("unknown key `{unknown}`; expected one of {}", expected.join(", ")),
+                    };
+                }
+                self.error(probe, &key, message);
+                None
+            }
+        }
+    }
+
+    fn check_root(&mut self, root: Value) -> Option<Config> {
+        let Value::Mapping(map) = root else {
+            self.error(
+                None,
+                "",
+                "the file must be a mapping with `agent`, `defaults` and `probes`",
+            );
+            return None;
+        };
+        let mut agent = Value::Null;
+        let mut defaults = Value::Null;
+        let mut probes = None;
+        for (k, v) in map {
+            match k.as_str() {
+                Some("agent") => agent = v,
+                Some("defaults") => defaults = v,
+                Some("probes") => probes = Some(v),
+                Some(other) => {
+                    let message = match suggest(other, &["agent", "defaults", "probes"]) {
+                        Some(s) => format!("unknown key `{other}`; did you mean `{s}`?"),
+                        None => format!("unknown key `{other}`; expected one of agent, defaults, probes"),
+                    };
+                    self.error(None, other, message);
+                }
+                None => self.error(None, "", "top-level keys must be strings"),
+            }
+        }
+        let agent = self.check_agent(agent);
+        let defaults = self.check_defaults(defaults);
+        let probes = match probes {
+            Some(Value::Sequence(items)) if !items.is_empty() => items,
+            Some(Value::Sequence(_)) | None => {
+                self.error(None, "probes", "at least one probe is needed");
+                Vec::new()
+            }
+            Some(_) => {
+                self.error(None, "probes", "must be a list of probes");
+                Vec::new()
+            }
+        };
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for (i, value) in probes.into_iter().enumerate() {
+            let prefix = format!("probes[{i}]");
+            // The name, when there is one, labels every message about this probe.
+            let name = value.get("name").and_then(Value::as_str).map(str::to_owned);
+            if let Some(name) = &name
+                && let Some(first) = seen.insert(name.clone(), i)
+            {
+                self.error(
+                    Some(name),
+                    &format!("{prefix}.name"),
+                    format!("duplicate name; probes[{first}] has it already"),
+                );
+            }
+            let Some(raw) = self.section::<RawProbe>(value, &prefix, name.as_deref()) else {
+                continue;
+            };
+            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref()) {
+                out.push(p);
+            }
+        }
+        Some(Config {
+            agent: agent?,
+            probes: out,
+        })
+    }
+
+    fn check_agent(&mut self, value: Value) -> Option<AgentConfig> {
+        if value.is_null() {
+            return Some(AgentConfig {
+                location: None,
+                listen: None,
+            });
+        }
+        let raw: RawAgent = self.section(value, "agent", None)?;
+        let location = raw.location.filter(|l| {
+            let ok = valid_label_value(l);
+            if !ok {
+                self.error(
+                    None,
+                    "agent.location",
+                    "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+                );
+            }
+            ok
+        });
+        let listen = raw.listen.and_then(|l| match l.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.error(
+                    None,
+                    "agent.listen",
+                    format!("`{l}` is not an address like 127.0.0.1:9464"),
+                );
+                None
+            }
+        });
+        Some(AgentConfig { location, listen })
+    }
+
+    fn check_defaults(&mut self, value: Value) -> Option<Defaults> {
+        let raw: RawDefaults = if value.is_null() {
+            RawDefaults::default()
+        } else {
+            self.section(value, "defaults", None)?
+        };
+        Some(Defaults {
+            interval: raw
+                .interval
+                .and_then(|s| self.duration(None, "defaults.interval", &s)),
+            timeout: raw
+                .timeout
+                .and_then(|s| self.duration(None, "defaults.timeout", &s)),
+            first_token_timeout: raw
+                .first_token_timeout
+                .and_then(|s| self.duration(None, "defaults.first_token_timeout", &s)),
+            headers: raw.headers,
+            max_tokens: raw.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            reuse_connections: raw.reuse_connections.unwrap_or(false),
+            max_response_bytes: raw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
+            labels: raw.labels,
+        })
+    }
+
+    fn check_probe(
+        &mut self,
+        raw: RawProbe,
+        prefix: &str,
+        defaults: Option<&Defaults>,
+    ) -> Option<ProbeConfig> {
+        let errors_before = self.errors.len();
+        let name = raw.name.clone();
+        let p = Some(name.as_str());
+        let key = |k: &str| format!("{prefix}.{k}");
+
+        if !valid_label_value(&name) {
+            self.error(
+                p,
+                &key("name"),
+                "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+            );
+        }
+
+        let url = self.url(p, &key("url"), &raw.url);
+
+        let model = raw.model.filter(|m| !m.trim().is_empty());
+        if raw.kind.is_llm() && model.is_none() {
+            self.error(
+                p,
+                &key("model"),
+                format!("`model` is required for kind {}", raw.kind.as_str()),
+            );
+        }
+
+        // Schedule: interval or cron, never both.
+        let schedule = match (&raw.interval, &raw.schedule) {
+            (Some(_), Some(_)) => {
+                self.error(
+                    p,
+                    &key("schedule"),
+                    "set either `interval` or `schedule`, not both",
+                );
+                None
+            }
+            (None, Some(expr)) => match cron::Schedule::from_str(expr) {
+                Ok(s) => Some(Schedule::Cron {
+                    expr: expr.clone(),
+                    schedule: Box::new(s),
+                }),
+                Err(e) => {
+                    self.error(
+                        p,
+                        &key("schedule"),
+                        format!("invalid cron expression `{expr}`: {e} (6 or 7 fields, seconds first, e.g. \"0/30 * * * * *\")"),
+                    );
+                    None
+                }
+            },
+            (Some(s), None) => self.duration(p, &key("interval"), s).and_then(|d| {
+                if d < Duration::from_secs(1) {
+                    self.error(p, &key("interval"), "must be at least 1s");
+                    None
+                } else {
+                    Some(Schedule::Interval(d))
+                }
+            }),
+            (None, None) => Some(Schedule::Interval(
+                defaults.and_then(|d| d.interval).unwrap_or(DEFAULT_INTERVAL),
+            )),
+        };
+
+        // Timeouts: an explicit timeout longer than the interval is an error (runs would
+        // be skipped); an inherited one is clamped to the interval.
+        let interval = match &schedule {
+            Some(Schedule::Interval(d)) => Some(*d),
+            _ => None,
+        };
+        let timeout = match &raw.timeout {
+            Some(s) => self.duration(p, &key("timeout"), s).and_then(|t| match interval {
+                Some(i) if t > i => {
+                    self.error(
+                        p,
+                        &key("timeout"),
+                        format!(
+                            "{} is longer than the interval ({}); runs would overlap",
+                            fmt_duration(t),
+                            fmt_duration(i)
+                        ),
+                    );
+                    None
+                }
+                _ => Some(t),
+            }),
+            None => {
+                let t = defaults.and_then(|d| d.timeout).unwrap_or(DEFAULT_TIMEOUT);
+                Some(interval.map_or(t, |i| t.min(i)))
+            }
+        };
+        let first_token_timeout = match &raw.first_token_timeout {
+            Some(s) => self
+                .duration(p, &key("first_token_timeout"), s)
+                .and_then(|f| match timeout {
+                    Some(t) if f > t => {
+                        self.error(
+                            p,
+                            &key("first_token_timeout"),
+                            format!(
+                                "{} is longer than the timeout ({})",
+                                fmt_duration(f),
+                                fmt_duration(t)
+                            ),
+                        );
+                        None
+                    }
+                    _ => Some(f),
+                }),
+            None => {
+                let t = timeout.unwrap_or(DEFAULT_TIMEOUT);
+                Some(
+                    defaults
+                        .and_then(|d| d.first_token_timeout)
+                        .map_or(t, |f| f.min(t)),
+                )
+            }
+        };
+
+        // Headers: defaults first, the probe's own override by name (case-insensitive).
+        let mut merged: BTreeMap<String, (String, String)> = BTreeMap::new();
+        if let Some(d) = defaults {
+            for (k, v) in &d.headers {
+                merged.insert(
+                    k.to_ascii_lowercase(),
+                    (format!("defaults.headers.{k}"), v.clone()),
+                );
+            }
+        }
+        for (k, v) in &raw.headers {
+            merged.insert(k.to_ascii_lowercase(), (key(&format!("headers.{k}")), v.clone()));
+        }
+        let mut headers = Vec::new();
+        for (name_lc, (path, template)) in merged {
+            let Ok(header) = http::HeaderName::from_str(&name_lc) else {
+                self.error(p, &path, "not a valid HTTP header name");
+                continue;
+            };
+            let Some(value) = self.substitute(p, &path, &template) else {
+                continue;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                // Do not echo the value: it may be a secret.
+                self.error(
+                    p,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                continue;
+            }
+            headers.push((header, Secret::new(value)));
+        }
+
+        let prompts = self.prompts(p, prefix, raw.kind, raw.prompts);
+
+        let max_tokens = raw
+            .max_tokens
+            .or(defaults.map(|d| d.max_tokens))
+            .unwrap_or(DEFAULT_MAX_TOKENS);
+        if !(1..=1_000_000).contains(&max_tokens) {
+            self.error(p, &key("max_tokens"), "must be between 1 and 1000000");
+        }
+
+        let method = match (&raw.method, raw.kind) {
+            (Some(_), k) if k.is_llm() => {
+                self.error(p, &key("method"), "only for kind http");
+                None
+            }
+            (Some(m), _) => match http::Method::from_str(&m.to_ascii_uppercase()) {
+                Ok(m) => Some(m),
+                Err(_) => {
+                    self.error(p, &key("method"), format!("`{m}` is not an HTTP method"));
+                    None
+                }
+            },
+            (None, _) => Some(if raw.body.is_some() {
+                http::Method::POST
+            } else {
+                http::Method::GET
+            }),
+        };
+        if raw.body.is_some() && raw.kind.is_llm() {
+            self.error(
+                p,
+                &key("body"),
+                "only for kind http (LLM kinds build their own body)",
+            );
+        }
+
+        let raw_expect = raw.expect.unwrap_or_default();
+        for s in &raw_expect.status {
+            if !(100..=599).contains(s) {
+                self.error(
+                    p,
+                    &key("expect.status"),
+                    format!("{s} is not an HTTP status code"),
+                );
+            }
+        }
+        if !raw.kind.is_llm() && raw_expect.min_output_tokens.is_some() {
+            self.error(p, &key("expect.min_output_tokens"), "only for LLM kinds");
+        }
+        let expect = Expect {
+            status: raw_expect.status,
+            non_empty: raw_expect.non_empty.unwrap_or(raw.kind.is_llm()),
+            min_output_tokens: raw_expect
+                .min_output_tokens
+                .unwrap_or(if raw.kind.is_llm() { 1 } else { 0 }),
+            contains: raw_expect.contains,
+        };
+
+        let mut labels: BTreeMap<String, String> = defaults.map(|d| d.labels.clone()).unwrap_or_default();
+        labels.extend(raw.labels);
+        self.labels(p, prefix, &labels);
+
+        let max_response_bytes = raw
+            .max_response_bytes
+            .or(defaults.map(|d| d.max_response_bytes))
+            .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
+        if max_response_bytes < 1024 {
+            self.error(p, &key("max_response_bytes"), "must be at least 1024");
+        }
+
+        let tls = raw.tls.unwrap_or_default();
+        let ca_file = tls.ca_file.and_then(|f| {
+            let path = self.base_dir.join(&f);
+            if path.is_file() {
+                Some(path)
+            } else {
+                self.error(
+                    p,
+                    &key("tls.ca_file"),
+                    format!("no such file: {}", path.display()),
+                );
+                None
+            }
+        });
+
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        Some(ProbeConfig {
+            name,
+            kind: raw.kind,
+            url: url?,
+            model,
+            schedule: schedule?,
+            timeout: timeout?,
+            first_token_timeout: first_token_timeout?,
+            headers,
+            prompts: prompts?,
+            max_tokens,
+            method: method?,
+            body: raw.body,
+            expect,
+            labels: labels.into_iter().collect(),
+            reuse_connections: raw
+                .reuse_connections
+                .or(defaults.map(|d| d.reuse_connections))
+                .unwrap_or(false),
+            max_response_bytes,
+            tls: TlsConfig {
+                ca_file,
+                server_name: tls.server_name,
+            },
+        })
+    }
+
+    fn duration(&mut self, probe: Option<&str>, key: &str, s: &str) -> Option<Duration> {
+        match humantime::parse_duration(s.trim()) {
+            Ok(d) if d.is_zero() => {
+                self.error(probe, key, "must be longer than zero");
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.error(
+                    probe,
+                    key,
+                    format!("`{s}` is not a duration like 30s, 1m30s or 500ms ({e})"),
+                );
+                None
+            }
+        }
+    }
+
+    fn url(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<http::Uri> {
+        let text = self.substitute(probe, key, template)?;
+        let uri = match http::Uri::from_str(text.trim()) {
+            Ok(u) => u,
+            Err(e) => {
+                self.error(probe, key, format!("not a valid URL: {e}"));
+                return None;
+            }
+        };
+        match uri.scheme_str() {
+            Some("http") | Some("https") => {}
+            _ => {
+                self.error(probe, key, "must start with http:// or https://");
+                return None;
+            }
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            self.error(probe, key, "has no host");
+            return None;
+        }
+        Some(uri)
+    }
+
+    /// Replaces `${NAME}` with the environment's value; `$$` is a literal `$`. A missing
+    /// variable is an error. Values are never echoed in messages.
+    fn substitute(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<String> {
+        match substitute_env(template, self.env) {
+            Ok(s) => Some(s),
+            Err(message) => {
+                self.error(probe, key, message);
+                None
+            }
+        }
+    }
+
+    fn prompts(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        kind: Kind,
+        raw: Option<RawPrompts>,
+    ) -> Option<Prompts> {
+        let key = format!("{prefix}.prompts");
+        let Some(raw) = raw else {
+            return Some(Prompts::Builtin(PromptBucket::ALL.to_vec()));
+        };
+        if !kind.is_llm() {
+            self.error(probe, &key, "only for LLM kinds; use `body` for http");
+            return None;
+        }
+        let set = [raw.builtin.is_some(), raw.inline.is_some(), raw.file.is_some()];
+        if set.iter().filter(|s| **s).count() != 1 {
+            self.error(probe, &key, "set exactly one of `builtin`, `inline` or `file`");
+            return None;
+        }
+        if let Some(mut buckets) = raw.builtin {
+            if buckets.is_empty() {
+                self.error(
+                    probe,
+                    &format!("{key}.builtin"),
+                    "name at least one of short, medium, long",
+                );
+                return None;
+            }
+            buckets.sort();
+            buckets.dedup();
+            return Some(Prompts::Builtin(buckets));
+        }
+        let (list, list_key) = if let Some(inline) = raw.inline {
+            (inline, format!("{key}.inline"))
+        } else {
+            let file = raw.file.unwrap_or_default();
+            let path = self.base_dir.join(&file);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => (split_prompt_file(&text), format!("{key}.file")),
+                Err(e) => {
+                    self.error(
+                        probe,
+                        &format!("{key}.file"),
+                        format!("cannot read {}: {e}", path.display()),
+                    );
+                    return None;
+                }
+            }
+        };
+        let list: Vec<String> = list.into_iter().filter(|p| !p.trim().is_empty()).collect();
+        if list.is_empty() {
+            self.error(probe, &list_key, "holds no prompt");
+            return None;
+        }
+        Some(Prompts::Custom(list))
+    }
+
+    fn labels(&mut self, probe: Option<&str>, prefix: &str, labels: &BTreeMap<String, String>) {
+        if labels.len() > MAX_LABELS {
+            self.error(
+                probe,
+                &format!("{prefix}.labels"),
+                format!(
+                    "{} labels; at most {MAX_LABELS} (each one multiplies every series)",
+                    labels.len()
+                ),
+            );
+        }
+        for (k, v) in labels {
+            let key = format!("{prefix}.labels.{k}");
+            let valid_name = k
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !k.starts_with("__");
+            if !valid_name {
+                self.error(
+                    probe,
+                    &key,
+                    "a label name is letters, digits and `_`, not starting with a digit or `__`",
+                );
+            } else if RESERVED_LABELS.contains(&k.as_str()) {
+                self.error(
+                    probe,
+                    &key,
+                    format!("`{k}` is set by inferprobe itself; choose another name"),
+                );
+            }
+            if v.is_empty() || v.len() > MAX_LABEL_VALUE_LEN {
+                self.error(
+                    probe,
+                    &key,
+                    format!("a label value must be 1-{MAX_LABEL_VALUE_LEN} characters"),
+                );
+            } else if looks_like_identifier(v) {
+                self.error(
+                    probe,
+                    &key,
+                    "the value looks like a unique id; labels must be low-cardinality (a team, a tier, a region)",
+                );
+            }
+        }
+    }
+}
+
+/// Replaces `${NAME}` with `env(NAME)`; `$$` is a literal `$`.
+pub fn substitute_env(template: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        rest = &rest[pos..];
+        if let Some(r) = rest.strip_prefix("$$") {
+            out.push('$');
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix("${") {
+            let Some(end) = r.find('}') else {
+                return Err("unterminated `${` (write `$$` for a literal `$`)".into());
+            };
+            let name = &r[..end];
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(format!(
+                    "`${{{name}}}` is not a valid environment variable reference"
+                ));
+            }
+            match env(name) {
+                Some(v) => out.push_str(&v),
+                None => return Err(format!("environment variable {name} is not set")),
+            }
+            rest = &r[end + 1..];
+        } else {
+            out.push('$');
+            rest = &rest[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A prompt file holds prompts separated by lines that contain only `---`.
+fn split_prompt_file(text: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for line in text.lines() {
+        if line.trim() == "---" {
+            out.push(String::new());
+        } else {
+            let cur = out.last_mut().expect("never empty");
+            if !cur.is_empty() {
+                cur.push('\n');
+            }
+            cur.push_str(line);
+        }
+    }
+    out.into_iter().map(|p| p.trim().to_owned()).collect()
+}
+
+/// Names and locations become label values: keep them short and plain.
+fn valid_label_value(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_LABEL_VALUE_LEN
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// UUIDs, long hex or long digit strings: values that are almost always unique per
+/// request or user, and so explode series counts.
+fn looks_like_identifier(v: &str) -> bool {
+    let hexish = v.chars().filter(|c| c.is_ascii_hexdigit() || *c == '-').count() == v.len();
+    let digits = v.chars().filter(char::is_ascii_digit).count();
+    (hexish && v.len() >= 16 && digits >= 4) || (digits >= 10 && digits * 2 > v.len())
+}
+
+fn fmt_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+fn join_path(prefix: &str, inner: &str) -> String {
+    match (prefix.is_empty(), inner.is_empty()) {
+        (_, true) => prefix.to_owned(),
+        (true, false) => inner.to_owned(),
+        (false, false) if inner.starts_with('[') => format!("{prefix}{inner}"),
+        (false, false) => format!("{prefix}.{inner}"),
+    }
+}
+
+/// serde_path_to_error's path for an unknown field may or may not end in the field
+/// itself; return the path of the mapping that holds it.
+fn key_parent(key: &str, unknown: &str) -> String {
+    key.strip_suffix(unknown)
+        .map(|k| k.trim_end_matches('.').to_owned())
+        .unwrap_or_else(|| key.to_owned())
+}
+
+/// Pulls `x` and the expected names out of "unknown field `x`, expected one of `a`, `b`".
+fn parse_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (name, rest) = rest.split_once('`')?;
+    let expected = rest.split('`').skip(1).step_by(2).map(str::to_owned).collect();
+    Some((name.to_owned(), expected))
+}
+
+/// The closest expected key within edit distance 2, if any.
+fn suggest<S: AsRef<str>>(unknown: &str, expected: &[S]) -> Option<String> {
+    expected
+        .iter()
+        .map(|e| (levenshtein(unknown, e.as_ref()), e.as_ref()))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, e)| e.to_owned())
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// serde_norway appends " at line L column C"; we print the position ourselves.
+fn strip_location(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Positions.
+
+/// Line and column of every key and value in a YAML document, by path
+/// (`probes[1].headers.Authorization`). serde drops positions once a value is parsed;
+/// this keeps them so every semantic error can say where it is.
+#[derive(Debug, Default)]
+pub struct PositionIndex {
+    positions: HashMap<String, (usize, usize)>,
+}
+
+impl PositionIndex {
+    pub fn build(text: &str) -> Self {
+        use yaml_rust2::parser::{Event, Parser};
+        enum Frame {
+            Map {
+                path: String,
+                expecting_key: bool,
+                key: Option<String>,
+            },
+            Seq {
+                path: String,
+                next: usize,
+            },
+        }
+        let mut positions = HashMap::new();
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut parser = Parser::new_from_str(text);
+        // The path of the node that starts now, consuming a key slot or a sequence slot.
+        fn node_path(stack: &mut [Frame]) -> Option<String> {
+            match stack.last_mut()? {
+                Frame::Map {
+                    path,
+                    expecting_key,
+                    key,
+                } => {
+                    *expecting_key = true;
+                    key.take().map(|k| join_path(path, &k))
+                }
+                Frame::Seq { path, next } => {
+                    *next += 1;
+                    Some(format!("{path}[{}]", *next - 1))
+                }
+            }
+        }
+        while let Ok((event, marker)) = parser.next_token() {
+            // yaml-rust2 columns count from 0; editors count from 1.
+            let pos = (marker.line(), marker.col() + 1);
+            match event {
+                Event::StreamEnd => break,
+                Event::Scalar(value, ..) => {
+                    if let Some(Frame::Map {
+                        path,
+                        expecting_key,
+                        key,
+                    }) = stack.last_mut()
+                        && *expecting_key
+                    {
+                        *expecting_key = false;
+                        let full = join_path(path, &value);
+                        positions.entry(full).or_insert(pos);
+                        *key = Some(value);
+                        continue;
+                    }
+                    if let Some(path) = node_path(&mut stack) {
+                        // Point value errors at the value itself.
+                        positions.insert(path, pos);
+                    }
+                }
+                Event::MappingStart(..) | Event::SequenceStart(..) => {
+                    let is_map = matches!(event, Event::MappingStart(..));
+                    let path = if stack.is_empty() {
+                        Some(String::new())
+                    } else {
+                        node_path(&mut stack)
+                    };
+                    let path = path.unwrap_or_default();
+                    positions.entry(path.clone()).or_insert(pos);
+                    stack.push(if is_map {
+                        Frame::Map {
+                            path,
+                            expecting_key: true,
+                            key: None,
+                        }
+                    } else {
+                        Frame::Seq { path, next: 0 }
+                    });
+                }
+                Event::MappingEnd | Event::SequenceEnd => {
+                    stack.pop();
+                }
+                Event::Alias(_) => {
+                    node_path(&mut stack);
+                }
+                _ => {}
+            }
+        }
+        PositionIndex { positions }
+    }
+
+    /// Where `path` is, or its nearest ancestor that is in the file (a missing key is
+    /// reported at the mapping that lacks it).
+    pub fn locate(&self, path: &str) -> (usize, usize) {
+        let mut p = path;
+        loop {
+            if let Some(pos) = self.positions.get(p) {
+                return *pos;
+            }
+            match p.rfind(['.', '[']) {
+                Some(i) => p = &p[..i],
+                None => return self.positions.get("").copied().unwrap_or((1, 1)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,427 @@
+//! The command line. `run` reads as the daemon's lifecycle: config, bind, start, wait
+//! for a signal (HUP reloads, INT/TERM stop), drain. The only place that knows exit
+//! codes: 0 ok, 1 a run failed or start-up failed, 64 a bad config (EX_USAGE).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+use inferprobe::config::{self, Config};
+use inferprobe::net::TlsRoots;
+use inferprobe::outcome::Outcome;
+use inferprobe::simulate::{self, Script};
+use inferprobe::{Agent, build_probes};
+
+const EXIT_BAD_CONFIG: u8 = 64;
+
+#[derive(Parser)]
+#[command(
+    name = "inferprobe",
+    version,
+    about = "Black-box prober for AI inference endpoints"
+)]
+struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter, e.g. `info` or `inferprobe=debug` (RUST_LOG works too).
+    #[arg(long, global = true, default_value = "info", env = "RUST_LOG")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: probe on schedule, serve /metrics and /api/v1/probes.
+    Run {
+        #[arg(short, long, default_value = "probes.yaml")]
+        config: PathBuf,
+        /// Address to serve on (default: agent.listen, else 0.0.0.0:9464).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// This agent's location label (default: agent.location, else "local").
+        #[arg(long, env = "INFERPROBE_LOCATION")]
+        location: Option<String>,
+        /// How long to wait for runs in flight on shutdown.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        drain_timeout: Duration,
+    },
+    /// Validate a config file: print every problem as FILE:LINE:COLUMN: message.
+    Check {
+        #[arg(short, long, default_value = "probes.yaml")]
+        config: PathBuf,
+    },
+    /// Run each probe once now, concurrently, and print the results.
+    Once {
+        #[arg(short, long, default_value = "probes.yaml")]
+        config: PathBuf,
+        /// Only these probes (repeatable).
+        #[arg(long)]
+        probe: Vec<String>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+        #[arg(long, env = "INFERPROBE_LOCATION")]
+        location: Option<String>,
+    },
+    /// Serve a scripted OpenAI-compatible streaming endpoint (for tests and fire drills).
+    Simulate {
+        #[arg(long, default_value = "127.0.0.1:8000")]
+        listen: SocketAddr,
+        #[command(flatten)]
+        script: Script,
+    },
+    /// Run the simulator and the daemon together against a built-in config.
+    Demo {
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        listen: SocketAddr,
+        /// Where the simulator listens (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        sim_listen: SocketAddr,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, &cli.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        match cli.command {
+            Command::Run {
+                config,
+                listen,
+                location,
+                drain_timeout,
+            } => run(&config, listen, location, drain_timeout).await,
+            Command::Check { config } => check(&config),
+            Command::Once {
+                config,
+                probe,
+                format,
+                location,
+            } => once(&config, &probe, format, location).await,
+            Command::Simulate { listen, script } => simulate_cmd(listen, script).await,
+            Command::Demo { listen, sim_listen } => demo(listen, sim_listen).await,
+        }
+    })
+}
+
+fn init_logging(format: LogFormat, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
+    config::load(path).map_err(|errors| {
+        for e in &errors.0 {
+            eprintln!("{e}");
+        }
+        ExitCode::from(EXIT_BAD_CONFIG)
+    })
+}
+
+fn check(path: &Path) -> ExitCode {
+    match config::load(path) {
+        Ok(config) => {
+            println!("{}: ok, {} probes", path.display(), config.probes.len());
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors.0 {
+                println!("{e}");
+            }
+            println!("{}: {} problem(s)", path.display(), errors.0.len());
+            ExitCode::from(EXIT_BAD_CONFIG)
+        }
+    }
+}
+
+fn location_of(flag: Option<String>, config: &Config) -> String {
+    flag.or_else(|| config.agent.location.clone()).unwrap_or_else(|| {
+        tracing::warn!(
+            "No location set (--location, INFERPROBE_LOCATION or agent.location); using \"local\"."
+        );
+        "local".to_owned()
+    })
+}
+
+async fn run(path: &Path, listen: Option<SocketAddr>, location: Option<String>, drain: Duration) -> ExitCode {
+    let config = match load_or_report(path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let location = location_of(location, &config);
+    let addr = listen
+        .or(config.agent.listen)
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9464)));
+    let listener = match TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {addr}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let mut agent = match Agent::start(&config, location.clone(), listener) {
+        Ok(a) => a,
+        Err((probe, e)) => {
+            eprintln!("error: probe \"{probe}\": {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    tracing::info!(listen = %bound, location = %location, probes = config.probes.len(), "Agent started.");
+
+    let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::hangup()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        eprintln!("error: cannot install signal handlers");
+        return ExitCode::FAILURE;
+    };
+    loop {
+        tokio::select! {
+            _ = hup.recv() => reload(&mut agent, path),
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    tracing::info!(drain = ?drain, "Shutting down; waiting for runs in flight.");
+    if agent.shutdown(drain).await {
+        tracing::info!("All runs finished; bye.");
+    } else {
+        tracing::warn!("Drain deadline passed with runs still in flight.");
+    }
+    ExitCode::SUCCESS
+}
+
+/// SIGHUP: a bad file keeps the running config.
+fn reload(agent: &mut Agent, path: &Path) {
+    let config = match config::load(path) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in &errors.0 {
+                tracing::error!(problem = %e, "Config problem.");
+            }
+            tracing::error!(file = %path.display(), problems = errors.0.len(), "Reload failed; keeping the running configuration.");
+            agent.metrics.reloaded(false);
+            return;
+        }
+    };
+    match agent.apply(&config) {
+        Ok(s) => {
+            agent.metrics.reloaded(true);
+            tracing::info!(
+                added = s.added,
+                changed = s.changed,
+                removed = s.removed,
+                unchanged = s.unchanged,
+                "Configuration reloaded."
+            );
+        }
+        Err((probe, e)) => {
+            agent.metrics.reloaded(false);
+            tracing::error!(probe = %probe, error = %e, "Reload failed; keeping the running configuration.");
+        }
+    }
+}
+
+async fn once(path: &Path, only: &[String], format: OutputFormat, location: Option<String>) -> ExitCode {
+    let mut config = match load_or_report(path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if let Some(missing) = only.iter().find(|n| !config.probes.iter().any(|p| &p.name == *n)) {
+        eprintln!("error: no probe named \"{missing}\" in {}", path.display());
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    }
+    if !only.is_empty() {
+        config.probes.retain(|p| only.contains(&p.name));
+    }
+    let location = location_of(location, &config);
+    let probes = match build_probes(&config, &location, &TlsRoots::system()) {
+        Ok(p) => p,
+        Err((probe, e)) => {
+            eprintln!("error: probe \"{probe}\": {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    let tasks: Vec<_> = probes
+        .into_iter()
+        .map(|p| tokio::spawn(async move { p.run_once().await }))
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok(o) => outcomes.push(o),
+            Err(e) => {
+                eprintln!("error: a probe task failed: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    match format {
+        OutputFormat::Json => {
+            for o in &outcomes {
+                println!("{}", o.to_json());
+            }
+        }
+        OutputFormat::Table => print_table(&outcomes),
+    }
+    if outcomes.iter().all(|o| o.observation.success()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_table(outcomes: &[Outcome]) {
+    let ms = |d: Option<Duration>| {
+        d.map(|d| format!("{:.1}ms", d.as_secs_f64() * 1000.0))
+            .unwrap_or_else(|| "-".into())
+    };
+    let rows: Vec<[String; 9]> = outcomes
+        .iter()
+        .map(|o| {
+            let obs = &o.observation;
+            [
+                o.probe.name.clone(),
+                if obs.success() { "ok".into() } else { "FAIL".into() },
+                obs.failure()
+                    .map(|f| f.reason.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                obs.http_status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                ms(obs.ttfb()),
+                ms(obs.ttft()),
+                ms(obs.tpot()),
+                ms(obs.total()),
+                obs.output_tokens
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let header = [
+        "PROBE", "RESULT", "REASON", "STATUS", "TTFB", "TTFT", "TPOT", "TOTAL", "TOKENS",
+    ];
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    println!("{}", line(header.to_vec()));
+    for r in &rows {
+        println!("{}", line(r.iter().map(String::as_str).collect()));
+    }
+    for o in outcomes {
+        if let Some(f) = o.observation.failure() {
+            println!("{}: {}: {}", o.probe.name, f.reason, f.message);
+        }
+    }
+}
+
+async fn simulate_cmd(listen: SocketAddr, script: Script) -> ExitCode {
+    let listener = match TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let sim = simulate::start(listener, script);
+    println!("simulator listening on http://{}", sim.addr);
+    tracing::info!(addr = %sim.addr, "Simulator started: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /sim/log.");
+    let _ = tokio::signal::ctrl_c().await;
+    ExitCode::SUCCESS
+}
+
+/// The demo's probes: healthy, slow and flaky endpoints on the built-in simulator.
+const DEMO_CONFIG: &str = include_str!("demo.yaml");
+
+async fn demo(listen: SocketAddr, sim_listen: SocketAddr) -> ExitCode {
+    let sim_listener = match TcpListener::bind(sim_listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {sim_listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let sim = simulate::start(sim_listener, Script::default());
+    let text = DEMO_CONFIG.replace("SIMULATOR", &sim.addr.to_string());
+    let config = match config::parse(&text, Path::new("<demo>"), &|_| None) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("error: the built-in demo config is invalid:\n{errors}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot listen on {listen}: {e} (try --listen 127.0.0.1:0)");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let agent = match Agent::start(&config, "demo".into(), listener) {
+        Ok(a) => a,
+        Err((probe, e)) => {
+            eprintln!("error: probe \"{probe}\": {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "inferprobe demo: {} probes against the simulator at http://{}",
+        config.probes.len(),
+        sim.addr
+    );
+    println!("  metrics: http://{bound}/metrics");
+    println!("  results: http://{bound}/api/v1/probes");
+    println!("First results arrive within 10 s. Press Ctrl-C to stop.");
+    let _ = tokio::signal::ctrl_c().await;
+    agent.shutdown(Duration::from_secs(5)).await;
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,376 @@
+//! The agent's own Prometheus metrics, all under `inferprobe_`, apart from any in-service
+//! metrics. Consumes `&Outcome`; never sees probes or the scheduler.
+//!
+//! Labels come from a closed set: probe, kind, model, location, the user's static labels,
+//! plus prompt_bucket on per-run series and result/reason on the run counter. Failed runs
+//! count toward availability (`inferprobe_runs_total{result="failure"}`) and stay out of
+//! the latency histograms, so a fast error never improves a percentile.
+
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::outcome::{Outcome, ProbeIdentity};
+
+type Labels = Vec<(String, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Latency buckets from 5 ms to 120 s: fine where interactive TTFT lives (0.1-2 s),
+/// coarse where long generations end.
+pub const LATENCY_BUCKETS: [f64; 18] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.5, 4.0, 8.0, 16.0, 32.0, 120.0,
+];
+/// Per-token and per-chunk buckets, 1 ms to 2.5 s (a decode step is typically 5-100 ms).
+pub const TOKEN_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0, 2.5,
+];
+const OUTPUT_TOKEN_BUCKETS: [f64; 12] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+fn token_histogram() -> Histogram {
+    Histogram::new(TOKEN_BUCKETS)
+}
+
+fn output_token_histogram() -> Histogram {
+    Histogram::new(OUTPUT_TOKEN_BUCKETS)
+}
+
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+fn histogram_family(new: fn() -> Histogram) -> HistogramFamily {
+    Family::new_with_constructor(new)
+}
+
+pub struct Metrics {
+    registry: Registry,
+    runs: Family<Labels, Counter>,
+    skipped: Family<Labels, Counter>,
+    up: Family<Labels, Gauge>,
+    last_run: Family<Labels, FloatGauge>,
+    last_success: Family<Labels, FloatGauge>,
+    e2e: HistogramFamily,
+    ttfb: HistogramFamily,
+    ttft: HistogramFamily,
+    tpot: HistogramFamily,
+    chunk_gap: HistogramFamily,
+    phase: HistogramFamily,
+    output_tokens: HistogramFamily,
+    schedule_lag: Histogram,
+    probes: Gauge,
+    reload_success: Gauge,
+    reload_time: FloatGauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("inferprobe");
+        let m = Metrics {
+            runs: Family::default(),
+            skipped: Family::default(),
+            up: Family::default(),
+            last_run: Family::default(),
+            last_success: Family::default(),
+            e2e: histogram_family(latency_histogram),
+            ttfb: histogram_family(latency_histogram),
+            ttft: histogram_family(latency_histogram),
+            tpot: histogram_family(token_histogram),
+            chunk_gap: histogram_family(token_histogram),
+            phase: histogram_family(latency_histogram),
+            output_tokens: histogram_family(output_token_histogram),
+            schedule_lag: token_histogram(),
+            probes: Gauge::default(),
+            reload_success: Gauge::default(),
+            reload_time: FloatGauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "runs",
+            "Probe runs by result (success or failure) and failure reason (none on success)",
+            m.runs.clone(),
+        );
+        registry.register(
+            "skipped_runs",
+            "Scheduled runs that did not start because the previous run was still going or the agent fell behind",
+            m.skipped.clone(),
+        );
+        registry.register(
+            "up",
+            "Whether the probe's last run succeeded (1) or failed (0)",
+            m.up.clone(),
+        );
+        registry.register_with_unit(
+            "last_run_timestamp",
+            "Unix time the probe's last run started",
+            Unit::Seconds,
+            m.last_run.clone(),
+        );
+        registry.register_with_unit(
+            "last_success_timestamp",
+            "Unix time the probe's last successful run started",
+            Unit::Seconds,
+            m.last_success.clone(),
+        );
+        registry.register_with_unit(
+            "e2e_latency",
+            "Successful runs: request start (connection included) to the response fully received (the protocol's terminator)",
+            Unit::Seconds,
+            m.e2e.clone(),
+        );
+        registry.register_with_unit(
+            "ttfb",
+            "Successful runs: request start to response headers received",
+            Unit::Seconds,
+            m.ttfb.clone(),
+        );
+        registry.register_with_unit(
+            "ttft",
+            "Successful streaming runs: request start to the first event carrying generated output",
+            Unit::Seconds,
+            m.ttft.clone(),
+        );
+        registry.register_with_unit(
+            "tpot",
+            "Successful streaming runs: (last token - first token) / (output tokens - 1)",
+            Unit::Seconds,
+            m.tpot.clone(),
+        );
+        registry.register_with_unit(
+            "chunk_gap",
+            "Gaps between consecutive content-bearing stream events (a chunk may hold several tokens)",
+            Unit::Seconds,
+            m.chunk_gap.clone(),
+        );
+        registry.register_with_unit(
+            "phase",
+            "Connection phases of successful runs on new connections: dns, connect, tls",
+            Unit::Seconds,
+            m.phase.clone(),
+        );
+        registry.register(
+            "output_tokens",
+            "Output tokens per successful streaming run (server-reported where available)",
+            m.output_tokens.clone(),
+        );
+        registry.register_with_unit(
+            "schedule_lag",
+            "How late runs started after their scheduled tick",
+            Unit::Seconds,
+            m.schedule_lag.clone(),
+        );
+        registry.register("probes", "Probes in the running configuration", m.probes.clone());
+        registry.register(
+            "config_last_reload_successful",
+            "Whether the last configuration load or reload succeeded",
+            m.reload_success.clone(),
+        );
+        registry.register_with_unit(
+            "config_last_reload_success_timestamp",
+            "Unix time of the last successful configuration load",
+            Unit::Seconds,
+            m.reload_time.clone(),
+        );
+        registry.register(
+            "build",
+            "Build information",
+            Info::new(vec![("version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Labels identifying a probe (not a run).
+    fn probe_labels(p: &ProbeIdentity) -> Labels {
+        let mut l = vec![
+            ("probe".to_owned(), p.name.clone()),
+            ("kind".to_owned(), p.kind.to_owned()),
+            ("model".to_owned(), p.model.clone()),
+            ("location".to_owned(), p.location.clone()),
+        ];
+        l.extend(p.labels.iter().cloned());
+        l
+    }
+
+    pub fn record(&self, outcome: &Outcome) {
+        let obs = &outcome.observation;
+        let probe = Self::probe_labels(&outcome.probe);
+        let mut run = probe.clone();
+        run.push(("prompt_bucket".to_owned(), obs.prompt_bucket.to_owned()));
+
+        let started = unix_seconds(outcome.started_at);
+        self.last_run.get_or_create(&probe).set(started);
+        self.schedule_lag.observe(outcome.schedule_lag.as_secs_f64());
+
+        let mut counted = run.clone();
+        match obs.failure() {
+            Some(f) => {
+                counted.push(("result".to_owned(), "failure".to_owned()));
+                counted.push(("reason".to_owned(), f.reason.as_str().to_owned()));
+                self.runs.get_or_create(&counted).inc();
+                self.up.get_or_create(&probe).set(0);
+                return;
+            }
+            None => {
+                counted.push(("result".to_owned(), "success".to_owned()));
+                counted.push(("reason".to_owned(), "none".to_owned()));
+                self.runs.get_or_create(&counted).inc();
+                self.up.get_or_create(&probe).set(1);
+                self.last_success.get_or_create(&probe).set(started);
+            }
+        }
+
+        let observe = |family: &HistogramFamily, d: Option<Duration>| {
+            if let Some(d) = d {
+                family.get_or_create(&run).observe(d.as_secs_f64());
+            }
+        };
+        observe(&self.e2e, obs.total());
+        observe(&self.ttfb, obs.ttfb());
+        observe(&self.ttft, obs.ttft());
+        observe(&self.tpot, obs.tpot());
+        if !obs.chunk_gaps.is_empty() {
+            let h = self.chunk_gap.get_or_create(&run);
+            for g in &obs.chunk_gaps {
+                h.observe(g.as_secs_f64());
+            }
+        }
+        if !obs.connection_reused {
+            for (name, d) in [("dns", obs.dns()), ("connect", obs.connect()), ("tls", obs.tls())] {
+                if let Some(d) = d {
+                    let mut l = run.clone();
+                    l.push(("phase".to_owned(), name.to_owned()));
+                    self.phase.get_or_create(&l).observe(d.as_secs_f64());
+                }
+            }
+        }
+        if let (Some(n), Some(_)) = (obs.output_tokens, obs.ttft()) {
+            self.output_tokens.get_or_create(&run).observe(n as f64);
+        }
+    }
+
+    pub fn record_skipped(&self, probe: &ProbeIdentity, ticks: u64) {
+        self.skipped
+            .get_or_create(&Self::probe_labels(probe))
+            .inc_by(ticks);
+    }
+
+    /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone,
+    /// so a deleted probe does not stay `up == 0` (and alerting) forever.
+    pub fn configured(&self, probes: usize, removed: &[ProbeIdentity]) {
+        self.probes.set(probes as i64);
+        for p in removed {
+            let l = Self::probe_labels(p);
+            self.up.remove(&l);
+            self.last_run.remove(&l);
+            self.last_success.remove(&l);
+        }
+    }
+
+    pub fn reloaded(&self, ok: bool) {
+        self.reload_success.set(i64::from(ok));
+        if ok {
+            self.reload_time.set(unix_seconds(SystemTime::now()));
+        }
+    }
+
+    /// OpenMetrics text, for scrapers that ask for it (Prometheus does).
+    pub fn render_openmetrics(&self) -> String {
+        let mut out = String::new();
+        text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    /// The Prometheus text format 0.0.4, for everything else (curl, promtool).
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        prometheus_text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+fn unix_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{Failure, FailureReason, Observation};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn outcome(fail: Option<FailureReason>) -> Outcome {
+        let t0 = Instant::now();
+        let mut o = Observation::new(t0);
+        o.prompt_bucket = "short";
+        o.marks.headers = Some(t0 + Duration::from_millis(10));
+        o.marks.first_token = Some(t0 + Duration::from_millis(300));
+        o.marks.last_token = Some(t0 + Duration::from_millis(400));
+        o.marks.end = Some(t0 + Duration::from_millis(410));
+        o.output_tokens = Some(5);
+        o.chunk_gaps = vec![Duration::from_millis(25); 4];
+        if let Some(r) = fail {
+            o.result = Err(Failure::new(r, "x"));
+        }
+        Outcome {
+            probe: Arc::new(ProbeIdentity {
+                name: "chat".into(),
+                kind: "openai_chat",
+                model: "m".into(),
+                location: "eu-west".into(),
+                labels: vec![("team".into(), "ml".into())],
+                endpoint: "http://x/".into(),
+            }),
+            started_at: SystemTime::now(),
+            schedule_lag: Duration::ZERO,
+            observation: o,
+        }
+    }
+
+    #[test]
+    fn success_fills_histograms_and_failure_only_counts() {
+        let m = Metrics::new();
+        m.record(&outcome(None));
+        m.record(&outcome(Some(FailureReason::Http5xx)));
+        let text = m.render_text();
+        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",result="success",reason="none"} 1"#), "{text}");
+        assert!(text.contains(r#"result="failure",reason="http_5xx"} 1"#));
+        assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short"} 1"#));
+        assert!(text.contains(r#"inferprobe_chunk_gap_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short"} 4"#));
+        assert!(text.contains(
+            r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 0"#
+        ));
+    }
+
+    #[test]
+    fn openmetrics_output_ends_with_eof() {
+        let m = Metrics::new();
+        m.record(&outcome(None));
+        assert!(m.render_openmetrics().trim_end().ends_with("# EOF"));
+    }
+
+    #[test]
+    fn every_series_has_our_prefix() {
+        let m = Metrics::new();
+        m.record(&outcome(None));
+        for line in m.render_text().lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.starts_with("inferprobe_"), "{line}");
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! The probe's HTTP path, with a timestamp at each phase: DNS, TCP connect, TLS, response
+//! headers. Built on hyper's connection API and tokio-rustls directly, because a pooled
+//! client (reqwest) hides these phases. Probes see only [`HttpClient`] and
+//! [`BodyStream`]; nothing here knows about LLM protocols.
+//!
+//! By default every run opens a fresh connection, as a new user does; with
+//! `reuse_connections` an idle connection is kept between runs and the run reports that
+//! it reused one (so its TTFB has no connect or TLS in it).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::task::AbortHandle;
+
+use crate::outcome::{FailureReason, Marks};
+
+/// Why a request got no response headers.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("cannot resolve {host}: {message}")]
+    Dns { host: String, message: String },
+    #[error("cannot connect to {addr}: {message}")]
+    Connect { addr: String, message: String },
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
+    #[error("{0}")]
+    Http(String),
+}
+
+impl NetError {
+    pub fn reason(&self) -> FailureReason {
+        match self {
+            NetError::Dns { .. } => FailureReason::Dns,
+            NetError::Connect { .. } => FailureReason::Connect,
+            NetError::Tls(_) => FailureReason::Tls,
+            // The connection was up but closed or broke before a full response head.
+            NetError::Http(_) => FailureReason::Truncated,
+        }
+    }
+}
+
+/// Errors building a client: bad CA file, bad server name.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot read CA file {path}: {message}")]
+    CaFile { path: String, message: String },
+    #[error("invalid TLS server name `{0}`")]
+    ServerName(String),
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
+}
+
+/// TLS settings shared by every probe that does not bring its own CA: the system roots
+/// (or, on images without a CA bundle, Mozilla's roots compiled in), loaded once.
+#[derive(Clone)]
+pub struct TlsRoots {
+    roots: Arc<rustls::RootCertStore>,
+}
+
+impl TlsRoots {
+    pub fn system() -> Self {
+        let mut roots = rustls::RootCertStore::empty();
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+        if roots.is_empty() {
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        TlsRoots {
+            roots: Arc::new(roots),
+        }
+    }
+
+    fn client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
+        let mut roots = (*self.roots).clone();
+        if let Some(path) = ca_file {
+            let ca_err = |message: String| BuildError::CaFile {
+                path: path.display().to_string(),
+                message,
+            };
+            let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
+            let certs: Vec<_> = rustls::pki_types::pem::PemObject::pem_slice_iter(&pem)
+                .collect::<Result<_, _>>()
+                .map_err(|e| ca_err(format!("{e:?}")))?;
+            if certs.is_empty() {
+                return Err(ca_err("no PEM certificate in the file".into()));
+            }
+            for cert in certs {
+                roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| BuildError::Tls(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+struct TlsTarget {
+    config: Arc<rustls::ClientConfig>,
+    server_name: ServerName<'static>,
+}
+
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    fn is_usable(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_ready(),
+            Sender::H2(s) => s.is_ready(),
+        }
+    }
+}
+
+/// An open connection: the request sender plus the task that drives the socket. The task
+/// is aborted when the connection is dropped, so a cancelled run leaves nothing behind.
+struct Connection {
+    sender: Sender,
+    driver: AbortHandle,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// One endpoint's client: knows where to connect and how, and (with reuse) holds one idle
+/// connection between runs.
+pub struct HttpClient {
+    host: String,
+    port: u16,
+    /// `host[:port]` for the Host header.
+    authority: HeaderValue,
+    tls: Option<TlsTarget>,
+    reuse: bool,
+    idle: Mutex<Option<Connection>>,
+}
+
+/// The response head and the connection it came on (kept alive for reuse when the body
+/// was read to the end).
+pub struct ResponseStream<'a> {
+    pub response: Response<()>,
+    pub body: BodyStream<'a>,
+}
+
+impl HttpClient {
+    pub fn new(
+        url: &Uri,
+        roots: &TlsRoots,
+        ca_file: Option<&Path>,
+        server_name: Option<&str>,
+        reuse: bool,
+    ) -> Result<Self, BuildError> {
+        let https = url.scheme_str() == Some("https");
+        let raw_host = url.host().unwrap_or_default();
+        let host = raw_host.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let port = url.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let authority = match url.port_u16() {
+            Some(p) => format!("{raw_host}:{p}"),
+            None => raw_host.to_owned(),
+        };
+        let tls = if https {
+            let name = server_name.unwrap_or(&host).to_owned();
+            Some(TlsTarget {
+                config: roots.client_config(ca_file)?,
+                server_name: ServerName::try_from(name.clone()).map_err(|_| BuildError::ServerName(name))?,
+            })
+        } else {
+            None
+        };
+        Ok(HttpClient {
+            authority: HeaderValue::from_str(&authority)
+                .map_err(|_| BuildError::ServerName(authority.clone()))?,
+            host,
+            port,
+            tls,
+            reuse,
+            idle: Mutex::new(None),
+        })
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Sends `request` (origin-form URI) and returns when the response head has arrived.
+    /// Fills `marks` as phases complete, so a caller that times out can tell which phase
+    /// it was in. Returns whether the connection was reused.
+    pub async fn send(
+        &self,
+        mut request: Request<Full<Bytes>>,
+        marks: &mut Marks,
+        max_body_bytes: u64,
+    ) -> Result<(ResponseStream<'_>, bool), NetError> {
+        let idle = if self.reuse {
+            self.idle.lock().expect("idle lock").take()
+        } else {
+            None
+        };
+        let (mut conn, reused) = match idle.filter(|c| c.sender.is_usable()) {
+            Some(c) => (c, true),
+            None => (self.connect(marks).await?, false),
+        };
+        let response = match &mut conn.sender {
+            Sender::H1(s) => {
+                request
+                    .headers_mut()
+                    .insert(http::header::HOST, self.authority.clone());
+                s.send_request(request).await
+            }
+            Sender::H2(s) => {
+                // HTTP/2 carries scheme and authority in the request's pseudo-headers.
+                let pq = request.uri().path_and_query().cloned();
+                let mut parts = http::uri::Parts::default();
+                parts.scheme = Some(http::uri::Scheme::HTTPS);
+                parts.authority = http::uri::Authority::try_from(self.authority.as_bytes()).ok();
+                parts.path_and_query = pq;
+                if let Ok(uri) = Uri::from_parts(parts) {
+                    *request.uri_mut() = uri;
+                }
+                s.send_request(request).await
+            }
+        }
+        .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
+        marks.headers = Some(Instant::now());
+        let (head, body) = response.into_parts();
+        Ok((
+            ResponseStream {
+                response: Response::from_parts(head, ()),
+                body: BodyStream {
+                    body,
+                    limit: max_body_bytes,
+                    received: 0,
+                    conn: Some(conn),
+                    client: self,
+                },
+            },
+            reused,
+        ))
+    }
+
+    async fn connect(&self, marks: &mut Marks) -> Result<Connection, NetError> {
+        let addrs: Vec<_> = tokio::net::lookup_host((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| NetError::Dns {
+                host: self.host.clone(),
+                message: e.to_string(),
+            })?
+            .collect();
+        marks.dns_done = Some(Instant::now());
+        let mut last_err = None;
+        let mut tcp = None;
+        for addr in &addrs {
+            match TcpStream::connect(addr).await {
+                Ok(s) => {
+                    tcp = Some(s);
+                    break;
+                }
+                Err(e) => last_err = Some((addr.to_string(), e.to_string())),
+            }
+        }
+        let tcp = tcp.ok_or_else(|| {
+            let (addr, message) = last_err.unwrap_or_else(|| (self.host.clone(), "no address found".into()));
+            NetError::Connect { addr, message }
+        })?;
+        marks.connect_done = Some(Instant::now());
+        // Small writes (the request) must leave at once.
+        let _ = tcp.set_nodelay(true);
+
+        match &self.tls {
+            None => self.handshake_h1(TokioIo::new(tcp)).await,
+            Some(tls) => {
+                let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+                let stream = connector
+                    .connect(tls.server_name.clone(), tcp)
+                    .await
+                    .map_err(|e| NetError::Tls(e.to_string()))?;
+                marks.tls_done = Some(Instant::now());
+                let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                if h2 {
+                    let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                        .await
+                        .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
+                    let driver = tokio::spawn(async move {
+                        let _ = conn.await;
+                    })
+                    .abort_handle();
+                    Ok(Connection {
+                        sender: Sender::H2(sender),
+                        driver,
+                    })
+                } else {
+                    self.handshake_h1(TokioIo::new(stream)).await
+                }
+            }
+        }
+    }
+
+    async fn handshake_h1<T>(&self, io: TokioIo<T>) -> Result<Connection, NetError>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, conn) = http1::handshake(io)
+            .await
+            .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        })
+        .abort_handle();
+        Ok(Connection {
+            sender: Sender::H1(sender),
+            driver,
+        })
+    }
+}
+
+/// Why a body could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("response body exceeded the {limit}-byte cap (max_response_bytes)")]
+    TooLarge { limit: u64 },
+    #[error("connection broke mid-body: {0}")]
+    Broken(String),
+}
+
+/// A response body read frame by frame, with a byte cap so an endless or oversized body
+/// cannot grow the agent's memory or run forever.
+pub struct BodyStream<'a> {
+    body: Incoming,
+    limit: u64,
+    received: u64,
+    /// Kept alive while the body is read; parked for the next run when reusing.
+    conn: Option<Connection>,
+    client: &'a HttpClient,
+}
+
+impl BodyStream<'_> {
+    /// The next piece of body data, `None` at the end of the body.
+    pub async fn next(&mut self) -> Result<Option<Bytes>, BodyError> {
+        loop {
+            match self.body.frame().await {
+                None => {
+                    self.release();
+                    return Ok(None);
+                }
+                Some(Err(e)) => return Err(BodyError::Broken(describe_hyper_error(&e))),
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue; // trailers
+                    };
+                    self.received += data.len() as u64;
+                    if self.received > self.limit {
+                        return Err(BodyError::TooLarge { limit: self.limit });
+                    }
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+
+    /// After the protocol's terminator: with connection reuse, read the rest of the body
+    /// (usually just the end of the chunked encoding) so the connection can be kept;
+    /// without reuse there is nothing to do.
+    pub async fn finish(&mut self, deadline: tokio::time::Instant) {
+        if !self.client.reuse {
+            return;
+        }
+        while let Ok(Ok(Some(_))) = tokio::time::timeout_at(deadline, self.next()).await {}
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// The body ended cleanly: park the connection for the next run.
+    fn release(&mut self) {
+        if let Some(conn) = self.conn.take().filter(|_| self.client.reuse) {
+            *self.client.idle.lock().expect("idle lock") = Some(conn);
+        }
+    }
+}
+
+/// hyper's Display omits the cause ("connection error"); include it.
+fn describe_hyper_error(e: &hyper::Error) -> String {
+    use std::error::Error;
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}

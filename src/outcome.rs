@@ -1,0 +1,388 @@
+//! The shared vocabulary of a probe run: the instants a run recorded ([`Marks`]), what the
+//! probe saw ([`Observation`]) and the stamped result the rest of the agent consumes
+//! ([`Outcome`]). A leaf module: it imports no sibling.
+//!
+//! Probes record raw `Instant`s and every duration is derived here afterwards, so TTFT,
+//! TPOT and total share one clock and one start (the way oha times requests).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Why a run failed: a closed set, so the `reason` label stays bounded. The names are the
+/// label values; README.md documents each one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureReason {
+    /// The host name did not resolve (or resolution timed out).
+    Dns,
+    /// No TCP connection could be opened (refused, unreachable, timed out).
+    Connect,
+    /// The TLS handshake failed (bad certificate, wrong host, protocol error).
+    Tls,
+    /// No generated token arrived before the first-token deadline.
+    TimeoutFirstToken,
+    /// The response was not complete before the total deadline.
+    TimeoutTotal,
+    /// The server answered 4xx (other than 429).
+    Http4xx,
+    /// The server answered 5xx.
+    Http5xx,
+    /// The server answered 429 Too Many Requests.
+    RateLimited,
+    /// The stream carried an in-band error event after a 2xx status.
+    StreamError,
+    /// The connection closed before the protocol's terminator.
+    Truncated,
+    /// The response completed but held no generated output.
+    EmptyOutput,
+    /// The response did not follow the protocol (garbage JSON, wrong content type,
+    /// invalid UTF-8, oversized body, unexpected status class).
+    InvalidResponse,
+    /// The response was valid but failed one of the probe's `expect` checks.
+    Assertion,
+}
+
+impl FailureReason {
+    pub const ALL: [FailureReason; 13] = [
+        FailureReason::Dns,
+        FailureReason::Connect,
+        FailureReason::Tls,
+        FailureReason::TimeoutFirstToken,
+        FailureReason::TimeoutTotal,
+        FailureReason::Http4xx,
+        FailureReason::Http5xx,
+        FailureReason::RateLimited,
+        FailureReason::StreamError,
+        FailureReason::Truncated,
+        FailureReason::EmptyOutput,
+        FailureReason::InvalidResponse,
+        FailureReason::Assertion,
+    ];
+
+    /// The metric label value and the JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Dns => "dns",
+            FailureReason::Connect => "connect",
+            FailureReason::Tls => "tls",
+            FailureReason::TimeoutFirstToken => "timeout_first_token",
+            FailureReason::TimeoutTotal => "timeout_total",
+            FailureReason::Http4xx => "http_4xx",
+            FailureReason::Http5xx => "http_5xx",
+            FailureReason::RateLimited => "rate_limited",
+            FailureReason::StreamError => "stream_error",
+            FailureReason::Truncated => "truncated",
+            FailureReason::EmptyOutput => "empty_output",
+            FailureReason::InvalidResponse => "invalid_response",
+            FailureReason::Assertion => "assertion",
+        }
+    }
+
+    /// The reason a non-2xx status maps to. `None` for 2xx.
+    pub fn for_status(status: u16) -> Option<FailureReason> {
+        match status {
+            200..=299 => None,
+            429 => Some(FailureReason::RateLimited),
+            400..=499 => Some(FailureReason::Http4xx),
+            500..=599 => Some(FailureReason::Http5xx),
+            _ => Some(FailureReason::InvalidResponse),
+        }
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed run: one reason for metrics and a short human message for logs and the API.
+/// The message never goes into a metric label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: FailureReason,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(reason: FailureReason, message: impl Into<String>) -> Self {
+        Failure {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// Monotonic instants recorded during one run. `start` is taken just before the request
+/// goes to the network (a new connection included); everything else is optional because a
+/// run can fail before reaching it.
+#[derive(Debug, Clone, Copy)]
+pub struct Marks {
+    pub start: Instant,
+    pub dns_done: Option<Instant>,
+    pub connect_done: Option<Instant>,
+    pub tls_done: Option<Instant>,
+    /// Response status line and headers received.
+    pub headers: Option<Instant>,
+    /// The read that completed the first event carrying generated output.
+    pub first_token: Option<Instant>,
+    /// The read that completed the last event carrying generated output.
+    pub last_token: Option<Instant>,
+    /// The protocol's terminator (or, for plain HTTP, the last body byte) received.
+    pub end: Option<Instant>,
+}
+
+impl Marks {
+    pub fn starting_at(start: Instant) -> Self {
+        Marks {
+            start,
+            dns_done: None,
+            connect_done: None,
+            tls_done: None,
+            headers: None,
+            first_token: None,
+            last_token: None,
+            end: None,
+        }
+    }
+}
+
+/// Where the output token count came from: the server's own usage report, or our count
+/// of content-bearing events (an estimate: a chunk may carry several tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSource {
+    Usage,
+    Events,
+}
+
+impl TokenSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::Events => "events",
+        }
+    }
+}
+
+/// What a probe saw during one run.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub marks: Marks,
+    /// Whether the request went over a kept-alive connection (no DNS/connect/TLS).
+    pub connection_reused: bool,
+    pub http_status: Option<u16>,
+    pub output_tokens: Option<u64>,
+    pub token_source: Option<TokenSource>,
+    /// Gaps between consecutive content-bearing events. Named chunk gaps, not token gaps:
+    /// one event may carry several tokens.
+    pub chunk_gaps: Vec<Duration>,
+    pub bytes_received: u64,
+    /// `short`, `medium` or `long` for the prompt sent; `none` for probes without one.
+    pub prompt_bucket: &'static str,
+    /// `Ok` for a successful run.
+    pub result: Result<(), Failure>,
+}
+
+impl Observation {
+    pub fn new(start: Instant) -> Self {
+        Observation {
+            marks: Marks::starting_at(start),
+            connection_reused: false,
+            http_status: None,
+            output_tokens: None,
+            token_source: None,
+            chunk_gaps: Vec::new(),
+            bytes_received: 0,
+            prompt_bucket: "none",
+            result: Ok(()),
+        }
+    }
+
+    /// A run that failed before it could measure anything but its start.
+    pub fn failed(start: Instant, failure: Failure) -> Self {
+        let mut o = Observation::new(start);
+        o.result = Err(failure);
+        o
+    }
+
+    pub fn success(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    pub fn failure(&self) -> Option<&Failure> {
+        self.result.as_ref().err()
+    }
+
+    fn since_start(&self, at: Option<Instant>) -> Option<Duration> {
+        at.map(|t| t.saturating_duration_since(self.marks.start))
+    }
+
+    pub fn dns(&self) -> Option<Duration> {
+        self.marks
+            .dns_done
+            .map(|t| t.saturating_duration_since(self.marks.start))
+    }
+
+    pub fn connect(&self) -> Option<Duration> {
+        let from = self.marks.dns_done.unwrap_or(self.marks.start);
+        self.marks.connect_done.map(|t| t.saturating_duration_since(from))
+    }
+
+    pub fn tls(&self) -> Option<Duration> {
+        let from = self.marks.connect_done?;
+        self.marks.tls_done.map(|t| t.saturating_duration_since(from))
+    }
+
+    pub fn ttfb(&self) -> Option<Duration> {
+        self.since_start(self.marks.headers)
+    }
+
+    pub fn ttft(&self) -> Option<Duration> {
+        self.since_start(self.marks.first_token)
+    }
+
+    pub fn total(&self) -> Option<Duration> {
+        self.since_start(self.marks.end)
+    }
+
+    /// Decode time per output token: (last token - first token) / (N - 1), defined for
+    /// N >= 2 only. Robust to events that carry several tokens.
+    pub fn tpot(&self) -> Option<Duration> {
+        let n = self.output_tokens?;
+        if n < 2 {
+            return None;
+        }
+        let span = self
+            .marks
+            .last_token?
+            .saturating_duration_since(self.marks.first_token?);
+        Some(span.div_f64((n - 1) as f64))
+    }
+}
+
+/// The low-cardinality identity of a probe, shared by all its outcomes: exactly the
+/// metric labels (plus the prompt bucket, which varies per run).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProbeIdentity {
+    pub name: String,
+    pub kind: &'static str,
+    pub model: String,
+    pub location: String,
+    /// The user's static labels, validated at config time, sorted by key.
+    pub labels: Vec<(String, String)>,
+    /// The endpoint without credentials or query string, safe to show.
+    pub endpoint: String,
+}
+
+/// One finished run, stamped with who ran what and when. This is what metrics, the store
+/// and (later) alerting consume.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub probe: Arc<ProbeIdentity>,
+    /// Wall-clock time the run started, for timestamps shown to people.
+    pub started_at: SystemTime,
+    /// How late the run started after its scheduled tick (zero for one-off runs).
+    pub schedule_lag: Duration,
+    pub observation: Observation,
+}
+
+impl Outcome {
+    /// The outcome as shown by `inferprobe once --format json` and the JSON API: durations
+    /// in seconds (null when the run did not get that far), the endpoint without secrets.
+    pub fn to_json(&self) -> serde_json::Value {
+        let o = &self.observation;
+        let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+        let labels: serde_json::Map<String, serde_json::Value> = self
+            .probe
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
+            .collect();
+        serde_json::json!({
+            "probe": self.probe.name,
+            "kind": self.probe.kind,
+            "model": self.probe.model,
+            "location": self.probe.location,
+            "endpoint": self.probe.endpoint,
+            "labels": labels,
+            "started_at": humantime::format_rfc3339_millis(self.started_at).to_string(),
+            "success": o.success(),
+            "reason": o.failure().map(|f| f.reason.as_str()),
+            "message": o.failure().map(|f| f.message.as_str()),
+            "http_status": o.http_status,
+            "prompt_bucket": o.prompt_bucket,
+            "connection_reused": o.connection_reused,
+            "dns_seconds": secs(o.dns()),
+            "connect_seconds": secs(o.connect()),
+            "tls_seconds": secs(o.tls()),
+            "ttfb_seconds": secs(o.ttfb()),
+            "ttft_seconds": secs(o.ttft()),
+            "tpot_seconds": secs(o.tpot()),
+            "total_seconds": secs(o.total()),
+            "output_tokens": o.output_tokens,
+            "token_source": o.token_source.map(TokenSource::as_str),
+            "chunks": o.chunk_gaps.len() + usize::from(o.marks.first_token.is_some()),
+            "bytes_received": o.bytes_received,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_derive_from_one_start() {
+        let t0 = Instant::now();
+        let mut o = Observation::new(t0);
+        o.marks.dns_done = Some(t0 + Duration::from_millis(2));
+        o.marks.connect_done = Some(t0 + Duration::from_millis(5));
+        o.marks.headers = Some(t0 + Duration::from_millis(20));
+        o.marks.first_token = Some(t0 + Duration::from_millis(300));
+        o.marks.last_token = Some(t0 + Duration::from_millis(500));
+        o.marks.end = Some(t0 + Duration::from_millis(510));
+        o.output_tokens = Some(11);
+        assert_eq!(o.dns(), Some(Duration::from_millis(2)));
+        assert_eq!(o.connect(), Some(Duration::from_millis(3)));
+        assert_eq!(o.tls(), None);
+        assert_eq!(o.ttfb(), Some(Duration::from_millis(20)));
+        assert_eq!(o.ttft(), Some(Duration::from_millis(300)));
+        assert_eq!(o.total(), Some(Duration::from_millis(510)));
+        assert_eq!(o.tpot(), Some(Duration::from_millis(20)));
+    }
+
+    #[test]
+    fn tpot_needs_two_tokens() {
+        let t0 = Instant::now();
+        let mut o = Observation::new(t0);
+        o.marks.first_token = Some(t0);
+        o.marks.last_token = Some(t0);
+        o.output_tokens = Some(1);
+        assert_eq!(o.tpot(), None);
+    }
+
+    #[test]
+    fn status_classes_map_to_reasons() {
+        assert_eq!(FailureReason::for_status(200), None);
+        assert_eq!(FailureReason::for_status(204), None);
+        assert_eq!(FailureReason::for_status(429), Some(FailureReason::RateLimited));
+        assert_eq!(FailureReason::for_status(404), Some(FailureReason::Http4xx));
+        assert_eq!(FailureReason::for_status(503), Some(FailureReason::Http5xx));
+        assert_eq!(
+            FailureReason::for_status(302),
+            Some(FailureReason::InvalidResponse)
+        );
+    }
+
+    #[test]
+    fn reason_names_are_unique_label_values() {
+        let mut names: Vec<_> = FailureReason::ALL.iter().map(|r| r.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), FailureReason::ALL.len());
+        assert!(names.iter().all(|n| {
+            n.chars()
+                .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
+        }));
+    }
+}

@@ -1,0 +1,408 @@
+//! OpenAI-compatible streaming: `POST /v1/chat/completions` (`openai_chat`) and
+//! `POST /v1/completions` (`openai_completions`), as vLLM, llama.cpp, TGI's Messages API,
+//! Ollama's /v1 and hosted APIs serve them.
+//!
+//! Wire facts (../shared/reference/llm-protocols.md §1, §2, §4): `stream: true` with
+//! `stream_options.include_usage` so the server reports its token count in a last chunk
+//! (some servers, like llama-cpp-python, ignore it: we then count content events and say
+//! so); the first chat chunk often carries only the role and must not stop the TTFT clock;
+//! text is in `choices[].delta.content` (chat) or `choices[].text` (completions), reasoning
+//! in `reasoning_content` / `reasoning`; `data: [DONE]` ends the stream; errors after the
+//! stream started arrive in-band as `{"error": ...}` (vLLM), an `event: error`, or
+//! llama.cpp's non-standard `error:` field.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::framing::SseEvent;
+use super::stream::{self, EventFacts};
+use super::{Probe, Redactor, RunContext};
+use crate::config::{Expect, Kind, ProbeConfig};
+use crate::net::{BuildError, HttpClient, TlsRoots};
+use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::PromptSet;
+
+pub struct OpenAiProbe {
+    chat: bool,
+    client: HttpClient,
+    /// Request bodies, one per prompt, serialized once at build time: a run only clones
+    /// a `Bytes` handle before the clock starts.
+    bodies: Vec<(Bytes, &'static str)>,
+    prompts: PromptSet,
+    path_and_query: http::uri::PathAndQuery,
+    headers: http::HeaderMap,
+    expect: Expect,
+    max_response_bytes: u64,
+    redactor: Redactor,
+}
+
+impl OpenAiProbe {
+    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+        let chat = config.kind == Kind::OpenAiChat;
+        let prompts = PromptSet::new(&config.prompts);
+        let model = config.model.clone().unwrap_or_default();
+        let bodies = prompts
+            .prompts()
+            .iter()
+            .map(|p| {
+                let body = if chat {
+                    json!({
+                        "model": model,
+                        "messages": [{"role": "user", "content": p.text}],
+                        "max_tokens": config.max_tokens,
+                        "stream": true,
+                        "stream_options": {"include_usage": true},
+                    })
+                } else {
+                    json!({
+                        "model": model,
+                        "prompt": p.text,
+                        "max_tokens": config.max_tokens,
+                        "stream": true,
+                        "stream_options": {"include_usage": true},
+                    })
+                };
+                (Bytes::from(body.to_string()), p.bucket.as_str())
+            })
+            .collect();
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(http::header::USER_AGENT, super::http::user_agent());
+        for (name, value) in &config.headers {
+            if let Ok(v) = http::HeaderValue::from_str(value.expose()) {
+                let mut v = v;
+                v.set_sensitive(true);
+                headers.insert(name.clone(), v);
+            }
+        }
+        Ok(OpenAiProbe {
+            chat,
+            client: HttpClient::new(
+                &config.url,
+                roots,
+                config.tls.ca_file.as_deref(),
+                config.tls.server_name.as_deref(),
+                config.reuse_connections,
+            )?,
+            bodies,
+            prompts,
+            path_and_query: config
+                .url
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+            headers,
+            expect: config.expect.clone(),
+            max_response_bytes: config.max_response_bytes,
+            redactor: Redactor::new(config),
+        })
+    }
+}
+
+impl Probe for OpenAiProbe {
+    async fn run(&self, cx: &RunContext) -> Observation {
+        // Everything before the clock starts: pick the body, build the request.
+        let index = self.prompts.next_index();
+        let (body, bucket) = self.bodies[index].clone();
+        let mut request = http::Request::post(http::Uri::from(self.path_and_query.clone()))
+            .body(Full::new(body))
+            .expect("a request from valid parts");
+        *request.headers_mut() = self.headers.clone();
+
+        let mut obs = Observation::new(cx.start);
+        obs.prompt_bucket = bucket;
+        let Some(mut response) = stream::send(
+            &self.client,
+            request,
+            &mut obs,
+            cx.first_token_deadline,
+            FailureReason::TimeoutFirstToken,
+            self.max_response_bytes,
+        )
+        .await
+        else {
+            return obs;
+        };
+        if !stream::check_status(&mut response, &self.expect, cx, &mut obs, &self.redactor).await {
+            return obs;
+        }
+        if !stream::check_content_type(&response, "text/event-stream", &mut obs) {
+            return obs;
+        }
+        let chat = self.chat;
+        let Some(streamed) = stream::read_sse(&mut response.body, cx, &mut obs, &self.redactor, |e| {
+            parse_event(e, chat)
+        })
+        .await
+        else {
+            return obs;
+        };
+        response.body.finish(cx.deadline).await;
+        obs.result = stream::check_output(
+            &self.expect,
+            &streamed.text,
+            streamed.content_events > 0,
+            obs.output_tokens,
+        );
+        obs
+    }
+}
+
+#[derive(Deserialize)]
+struct Chunk {
+    choices: Option<Vec<Choice>>,
+    usage: Option<Usage>,
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    /// Chat streaming.
+    delta: Option<Delta>,
+    /// Completions streaming.
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    content: Option<serde_json::Value>,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+    tool_calls: Option<Vec<serde_json::Value>>,
+    refusal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    completion_tokens: Option<u64>,
+}
+
+/// Reads one SSE event of an OpenAI-compatible stream.
+pub(crate) fn parse_event(event: &SseEvent, chat: bool) -> Result<EventFacts, Failure> {
+    if let Some(err) = &event.error {
+        return Err(stream_error(err));
+    }
+    if event.event.as_deref() == Some("error") {
+        return Err(stream_error(&event.data));
+    }
+    let data = event.data.trim();
+    if data == "[DONE]" {
+        return Ok(EventFacts {
+            done: true,
+            ..EventFacts::default()
+        });
+    }
+    if data.is_empty() {
+        return Ok(EventFacts::default());
+    }
+    let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+        Failure::new(
+            FailureReason::InvalidResponse,
+            format!("stream event is not a valid chunk ({e}): {}", preview(data)),
+        )
+    })?;
+    if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
+        let message = stream::json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
+        return Err(Failure::new(
+            FailureReason::StreamError,
+            format!("in-band error: {message}"),
+        ));
+    }
+    if chunk.choices.is_none() && chunk.usage.is_none() {
+        return Err(Failure::new(
+            FailureReason::InvalidResponse,
+            format!("stream event has neither choices nor usage: {}", preview(data)),
+        ));
+    }
+    let mut facts = EventFacts {
+        output_tokens: chunk.usage.and_then(|u| u.completion_tokens),
+        ..EventFacts::default()
+    };
+    for choice in chunk.choices.unwrap_or_default() {
+        if chat {
+            let Some(delta) = choice.delta else { continue };
+            if let Some(text) = delta.content.as_ref().and_then(|c| c.as_str()) {
+                facts.text.push_str(text);
+            }
+            let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
+            facts.other_output |= nonempty(&delta.reasoning_content)
+                || nonempty(&delta.reasoning)
+                || nonempty(&delta.refusal)
+                || delta.tool_calls.is_some_and(|t| !t.is_empty());
+        } else if let Some(text) = choice.text {
+            facts.text.push_str(&text);
+        }
+    }
+    Ok(facts)
+}
+
+fn stream_error(raw: &str) -> Failure {
+    let message = serde_json::from_str::<serde_json::Value>(raw)
+        .ok()
+        .and_then(|v| stream::json_error_message(&v))
+        .unwrap_or_else(|| preview(raw));
+    Failure::new(FailureReason::StreamError, format!("in-band error: {message}"))
+}
+
+fn preview(s: &str) -> String {
+    let mut p: String = s.chars().take(80).collect();
+    if p.len() < s.len() {
+        p.push_str("...");
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::framing::SseDecoder;
+
+    fn events_of(transcript: &str) -> Vec<SseEvent> {
+        let body = crate::probe::framing::tests::transcript_body(transcript);
+        SseDecoder::new(1 << 20).push(body.as_bytes()).unwrap()
+    }
+
+    /// Replays a transcript through the parser: (content events, usage tokens, done).
+    fn replay(transcript: &str, chat: bool) -> Result<(u64, Option<u64>, bool, String), Failure> {
+        let mut content = 0;
+        let mut tokens = None;
+        let mut text = String::new();
+        for e in events_of(transcript) {
+            let f = parse_event(&e, chat)?;
+            if !f.text.is_empty() || f.other_output {
+                content += 1;
+            }
+            text.push_str(&f.text);
+            tokens = f.output_tokens.or(tokens);
+            if f.done {
+                return Ok((content, tokens, true, text));
+            }
+        }
+        Ok((content, tokens, false, text))
+    }
+
+    #[test]
+    fn golden_llama_server_chat_stream_without_usage() {
+        let (content, tokens, done, text) = replay("llama-server-tiny-chat-stream.txt", true).unwrap();
+        // 16 tokens, one per event; the role chunk (content null) and the finish chunk do
+        // not count.
+        assert_eq!((content, tokens, done), (16, None, true));
+        assert!(text.starts_with(" is("));
+    }
+
+    #[test]
+    fn golden_llama_server_chat_stream_with_usage() {
+        let (content, tokens, done, _) =
+            replay("llama-server-tiny-chat-stream-include-usage.txt", true).unwrap();
+        assert!(done);
+        assert_eq!(tokens, Some(16));
+        assert!(content > 0);
+    }
+
+    #[test]
+    fn golden_llama_server_completions_stream() {
+        let (content, _, done, text) = replay("llama-server-tiny-completions-stream.txt", false).unwrap();
+        assert!(done);
+        assert!(content > 0);
+        assert!(text.starts_with("F lat"));
+    }
+
+    #[test]
+    fn golden_llama_py_ignores_include_usage() {
+        let (content, tokens, done, _) = replay("llama-py-tiny-chat-stream-include-usage.txt", true).unwrap();
+        assert!(done);
+        assert_eq!(tokens, None, "llama-cpp-python sends no usage chunk");
+        assert!(content > 0);
+    }
+
+    #[test]
+    fn golden_llama_py_interrupted_stream_has_no_content() {
+        // Role event, then [DONE] with no content: the run must fail as empty output.
+        let (content, _, done, _) = replay("llama-py-medium-chat-stream-interrupted.txt", true).unwrap();
+        assert_eq!((content, done), (0, true));
+    }
+
+    #[test]
+    fn role_only_chunk_is_not_output() {
+        let e = SseEvent {
+            data: r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#.into(),
+            ..SseEvent::default()
+        };
+        let f = parse_event(&e, true).unwrap();
+        assert!(f.text.is_empty() && !f.other_output);
+    }
+
+    #[test]
+    fn reasoning_counts_as_output() {
+        let e = SseEvent {
+            data: r#"{"choices":[{"index":0,"delta":{"reasoning_content":"Let me think"}}]}"#.into(),
+            ..SseEvent::default()
+        };
+        assert!(parse_event(&e, true).unwrap().other_output);
+    }
+
+    #[test]
+    fn usage_chunk_with_empty_or_null_choices() {
+        for data in [
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":8,"total_tokens":13}}"#,
+            r#"{"choices":null,"usage":{"completion_tokens":8}}"#,
+            r#"{"usage":{"completion_tokens":8}}"#,
+        ] {
+            let e = SseEvent {
+                data: data.into(),
+                ..SseEvent::default()
+            };
+            assert_eq!(parse_event(&e, true).unwrap().output_tokens, Some(8), "{data}");
+        }
+    }
+
+    #[test]
+    fn in_band_errors_in_every_shape() {
+        let vllm = SseEvent {
+            data: r#"{"error":{"object":"error","message":"engine dead","type":"InternalServerError","code":500}}"#.into(),
+            ..SseEvent::default()
+        };
+        let named = SseEvent {
+            event: Some("error".into()),
+            data: r#"{"message":"overloaded"}"#.into(),
+            error: None,
+        };
+        let llama = SseEvent {
+            error: Some(r#"{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}"#.into()),
+            ..SseEvent::default()
+        };
+        for (e, msg) in [
+            (vllm, "engine dead"),
+            (named, "overloaded"),
+            (llama, "exceeds the available context"),
+        ] {
+            let f = parse_event(&e, true).unwrap_err();
+            assert_eq!(f.reason, FailureReason::StreamError);
+            assert!(f.message.contains(msg), "{}", f.message);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_invalid_response() {
+        for data in ["{not json", "42", r#"{"foo":1}"#, r#"{"choices":"nope"}"#] {
+            let e = SseEvent {
+                data: data.into(),
+                ..SseEvent::default()
+            };
+            assert_eq!(
+                parse_event(&e, true).unwrap_err().reason,
+                FailureReason::InvalidResponse,
+                "{data}"
+            );
+        }
+    }
+}

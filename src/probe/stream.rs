@@ -1,0 +1,431 @@
+//! What every probe kind shares, so that each kind's file only says how its protocol
+//! looks: sending with phase-aware timeouts, judging the status, reading a streamed body
+//! into timed events, and the `expect` checks.
+//!
+//! Event timestamps are taken when the read that completed the event returns (before any
+//! JSON parsing), so events completed by one read share a timestamp.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::Full;
+
+use super::framing::{SseDecoder, SseEvent};
+use super::{Redactor, RunContext};
+use crate::config::Expect;
+use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream};
+use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
+
+/// Largest single SSE event we accept. Real events are a few hundred bytes; a stream that
+/// never ends an event is a broken server, not a reason to grow without bound.
+const MAX_EVENT_BYTES: usize = 1024 * 1024;
+/// Generated text kept for `expect.contains`; the rest is counted, not stored.
+const MAX_KEPT_TEXT: usize = 64 * 1024;
+/// Bytes of an error body read for its message.
+const MAX_ERROR_BODY: usize = 4096;
+
+/// What one protocol event said, as the kind's parser reads it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct EventFacts {
+    /// Answer text in this event (may be empty).
+    pub text: String,
+    /// The event carried other generated output: reasoning text or a tool-call fragment.
+    /// It counts for TTFT, as a user sees output appear.
+    pub other_output: bool,
+    /// Output tokens the server reported (final usage).
+    pub output_tokens: Option<u64>,
+    /// The protocol's terminator.
+    pub done: bool,
+}
+
+/// Sends the request, recording phases into `obs`. On failure `obs.result` is set and
+/// `None` returned. `head_deadline` bounds everything up to the response headers;
+/// running out of it is blamed on the phase that was in progress.
+pub(crate) async fn send<'c>(
+    client: &'c HttpClient,
+    request: http::Request<Full<Bytes>>,
+    obs: &mut Observation,
+    head_deadline: tokio::time::Instant,
+    head_timeout_reason: FailureReason,
+    max_body_bytes: u64,
+) -> Option<ResponseStream<'c>> {
+    let sent = tokio::time::timeout_at(
+        head_deadline,
+        client.send(request, &mut obs.marks, max_body_bytes),
+    )
+    .await;
+    match sent {
+        Ok(Ok((stream, reused))) => {
+            obs.connection_reused = reused;
+            obs.http_status = Some(stream.response.status().as_u16());
+            Some(stream)
+        }
+        Ok(Err(e)) => {
+            obs.result = Err(Failure::new(e.reason(), e.to_string()));
+            None
+        }
+        Err(_) => {
+            let waited = humantime::format_duration(round_ms(
+                head_deadline.duration_since(tokio::time::Instant::from_std(obs.marks.start)),
+            ));
+            let m = &obs.marks;
+            let (reason, what) = if m.dns_done.is_none() && !obs.connection_reused {
+                (FailureReason::Dns, "resolving the host")
+            } else if m.connect_done.is_none() && !obs.connection_reused {
+                (FailureReason::Connect, "connecting")
+            } else if client.is_tls() && m.tls_done.is_none() && !obs.connection_reused {
+                (FailureReason::Tls, "in the TLS handshake")
+            } else {
+                (head_timeout_reason, "waiting for response headers")
+            };
+            obs.result = Err(Failure::new(reason, format!("timed out after {waited} {what}")));
+            None
+        }
+    }
+}
+
+fn round_ms(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_millis(d.as_millis() as u64)
+}
+
+/// Fails the run unless the status is accepted: listed in `expect.status`, or any 2xx
+/// when the list is empty. For a rejected status the error body's message (secrets
+/// removed) goes into the failure message.
+pub(crate) async fn check_status(
+    stream: &mut ResponseStream<'_>,
+    expect: &Expect,
+    cx: &RunContext,
+    obs: &mut Observation,
+    redactor: &Redactor,
+) -> bool {
+    let status = stream.response.status().as_u16();
+    let accepted = if expect.status.is_empty() {
+        (200..300).contains(&status)
+    } else {
+        expect.status.contains(&status)
+    };
+    if accepted {
+        return true;
+    }
+    let reason = FailureReason::for_status(status).unwrap_or(FailureReason::Assertion);
+    let mut message = if reason == FailureReason::Assertion {
+        format!("expected status {:?}, got {status}", expect.status)
+    } else {
+        format!("HTTP {status}")
+    };
+    if let Some(after) = stream
+        .response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+    {
+        message.push_str(&format!(" (Retry-After: {after})"));
+    }
+    let body = read_prefix(&mut stream.body, MAX_ERROR_BODY, cx.deadline).await;
+    if let Some(detail) = error_detail(&body) {
+        message.push_str(": ");
+        message.push_str(&redactor.clean(&detail));
+    }
+    obs.result = Err(Failure::new(reason, message));
+    false
+}
+
+/// Reads up to `limit` bytes of a body, giving up quietly at the deadline or an error.
+async fn read_prefix(body: &mut BodyStream<'_>, limit: usize, deadline: tokio::time::Instant) -> Vec<u8> {
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(Ok(Some(chunk))) => out.extend_from_slice(&chunk[..chunk.len().min(limit - out.len())]),
+            _ => break,
+        }
+    }
+    out
+}
+
+/// The human part of an error body: `error.message`, `error`, `message` or `detail` of a
+/// JSON body, else the start of the text. One line, at most 200 characters.
+pub(crate) fn error_detail(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let from_json = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| json_error_message(&v));
+    let detail = from_json.unwrap_or_else(|| text.to_owned());
+    Some(one_line(&detail, 200))
+}
+
+/// The message of an in-band or body error object, in the shapes servers use:
+/// `{"error":{"message":..}}`, `{"error":"..."}`, `{"message":..}`, `{"detail":..}`.
+pub(crate) fn json_error_message(v: &serde_json::Value) -> Option<String> {
+    let err = v.get("error").unwrap_or(v);
+    for key in ["message", "detail"] {
+        if let Some(m) = err.get(key).and_then(|m| m.as_str()) {
+            return Some(m.to_owned());
+        }
+    }
+    match err {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => None,
+        other if v.get("error").is_some() => Some(other.to_string()),
+        _ => None,
+    }
+}
+
+fn one_line(s: &str, max_chars: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max_chars {
+        let cut: String = flat.chars().take(max_chars).collect();
+        format!("{cut}...")
+    } else {
+        flat
+    }
+}
+
+/// Checks the content type of a streamed response before reading it.
+pub(crate) fn check_content_type(stream: &ResponseStream<'_>, expected: &str, obs: &mut Observation) -> bool {
+    let got = stream
+        .response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if got.trim().to_ascii_lowercase().starts_with(expected) {
+        return true;
+    }
+    let got = if got.is_empty() { "none" } else { got };
+    obs.result = Err(Failure::new(
+        FailureReason::InvalidResponse,
+        format!("expected content type {expected}, got {got}"),
+    ));
+    false
+}
+
+/// What a streamed response produced.
+#[derive(Debug, Default)]
+pub(crate) struct Streamed {
+    /// Answer text, up to [`MAX_KEPT_TEXT`] bytes.
+    pub text: String,
+    pub content_events: u64,
+}
+
+/// Reads an SSE body to the protocol's terminator, timing every content-bearing event.
+/// Fills marks, chunk gaps, tokens and `obs.result`; returns what was generated when the
+/// stream completed.
+pub(crate) async fn read_sse(
+    body: &mut BodyStream<'_>,
+    cx: &RunContext,
+    obs: &mut Observation,
+    redactor: &Redactor,
+    mut parse: impl FnMut(&SseEvent) -> Result<EventFacts, Failure>,
+) -> Option<Streamed> {
+    let mut decoder = SseDecoder::new(MAX_EVENT_BYTES);
+    let mut out = Streamed::default();
+    let mut usage_tokens = None;
+    let result = loop {
+        let first = obs.marks.first_token.is_none();
+        let deadline = if first {
+            cx.first_token_deadline
+        } else {
+            cx.deadline
+        };
+        let read = tokio::time::timeout_at(deadline, body.next()).await;
+        obs.bytes_received = body.received();
+        let bytes = match read {
+            Err(_) if first => {
+                break Err(timeout_failure(
+                    FailureReason::TimeoutFirstToken,
+                    "no token",
+                    cx.start,
+                    deadline,
+                ));
+            }
+            Err(_) => {
+                break Err(timeout_failure(
+                    FailureReason::TimeoutTotal,
+                    "stream not finished",
+                    cx.start,
+                    deadline,
+                ));
+            }
+            Ok(Err(e @ BodyError::TooLarge { .. })) => {
+                break Err(Failure::new(FailureReason::InvalidResponse, e.to_string()));
+            }
+            Ok(Err(e @ BodyError::Broken(_))) => {
+                break Err(Failure::new(FailureReason::Truncated, e.to_string()));
+            }
+            Ok(Ok(None)) => {
+                break Err(Failure::new(
+                    FailureReason::Truncated,
+                    format!(
+                        "stream ended without its terminator after {} content events",
+                        out.content_events
+                    ),
+                ));
+            }
+            Ok(Ok(Some(bytes))) => bytes,
+        };
+        let at = Instant::now();
+        let events = match decoder.push(&bytes) {
+            Ok(e) => e,
+            Err(e) => break Err(Failure::new(FailureReason::InvalidResponse, e.to_string())),
+        };
+        let mut done = false;
+        for event in &events {
+            let facts = match parse(event) {
+                Ok(f) => f,
+                Err(mut failure) => {
+                    failure.message = redactor.clean(&failure.message);
+                    obs.result = Err(failure);
+                    return None;
+                }
+            };
+            if !facts.text.is_empty() || facts.other_output {
+                record_content(obs, &mut out, at);
+                if out.text.len() + facts.text.len() <= MAX_KEPT_TEXT {
+                    out.text.push_str(&facts.text);
+                }
+            }
+            if facts.output_tokens.is_some() {
+                usage_tokens = facts.output_tokens;
+            }
+            if facts.done {
+                done = true;
+                break;
+            }
+        }
+        if done {
+            obs.marks.end = Some(at);
+            break Ok(());
+        }
+    };
+    obs.bytes_received = body.received();
+    if let Err(failure) = result {
+        obs.result = Err(failure);
+        return None;
+    }
+    (obs.output_tokens, obs.token_source) = match usage_tokens {
+        Some(n) => (Some(n), Some(TokenSource::Usage)),
+        None => (Some(out.content_events), Some(TokenSource::Events)),
+    };
+    Some(out)
+}
+
+fn record_content(obs: &mut Observation, out: &mut Streamed, at: Instant) {
+    match obs.marks.last_token {
+        None => obs.marks.first_token = Some(at),
+        Some(prev) => obs.chunk_gaps.push(at.saturating_duration_since(prev)),
+    }
+    obs.marks.last_token = Some(at);
+    out.content_events += 1;
+}
+
+fn timeout_failure(
+    reason: FailureReason,
+    what: &str,
+    start: Instant,
+    deadline: tokio::time::Instant,
+) -> Failure {
+    let after = deadline.into_std().saturating_duration_since(start);
+    Failure::new(
+        reason,
+        format!("{what} within {}", humantime::format_duration(round_ms(after))),
+    )
+}
+
+/// The `expect` checks on a complete response. `any_output` counts reasoning and tool
+/// output too; `contains` looks at the answer text only.
+pub(crate) fn check_output(
+    expect: &Expect,
+    text: &str,
+    any_output: bool,
+    tokens: Option<u64>,
+) -> Result<(), Failure> {
+    if expect.non_empty && !any_output {
+        return Err(Failure::new(
+            FailureReason::EmptyOutput,
+            "the response completed with no generated output",
+        ));
+    }
+    if let Some(n) = tokens
+        && n < expect.min_output_tokens
+    {
+        return Err(Failure::new(
+            FailureReason::Assertion,
+            format!(
+                "expected at least {} output tokens, got {n}",
+                expect.min_output_tokens
+            ),
+        ));
+    }
+    if let Some(needle) = &expect.contains
+        && !text.contains(needle.as_str())
+    {
+        return Err(Failure::new(
+            FailureReason::Assertion,
+            format!(
+                "expected the output to contain {needle:?}; it starts {:?}",
+                one_line(text, 80)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_detail_finds_the_message_in_common_shapes() {
+        let cases: &[(&str, &str)] = &[
+            (
+                r#"{"error":{"code":400,"message":"Expected 'messages' to be an array","type":"invalid_request_error"}}"#,
+                "Expected 'messages' to be an array",
+            ),
+            (r#"{"error":"model not found"}"#, "model not found"),
+            (r#"{"detail":"Not Found"}"#, "Not Found"),
+            (
+                "<html><body>502 Bad Gateway</body></html>",
+                "<html><body>502 Bad Gateway</body></html>",
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(error_detail(body.as_bytes()).as_deref(), Some(*want));
+        }
+        assert_eq!(error_detail(b"  "), None);
+    }
+
+    #[test]
+    fn error_detail_is_one_bounded_line() {
+        let long = "x\n".repeat(500);
+        let d = error_detail(long.as_bytes()).unwrap();
+        assert!(!d.contains('\n'));
+        assert!(d.chars().count() <= 203);
+    }
+
+    #[test]
+    fn output_checks() {
+        let expect = Expect {
+            status: vec![],
+            non_empty: true,
+            min_output_tokens: 2,
+            contains: Some("Paris".into()),
+        };
+        assert_eq!(
+            check_output(&expect, "", false, Some(0)).unwrap_err().reason,
+            FailureReason::EmptyOutput
+        );
+        assert_eq!(
+            check_output(&expect, "Paris", true, Some(1)).unwrap_err().reason,
+            FailureReason::Assertion
+        );
+        assert_eq!(
+            check_output(&expect, "Lyon", true, Some(3)).unwrap_err().reason,
+            FailureReason::Assertion
+        );
+        assert!(check_output(&expect, "It is Paris.", true, Some(3)).is_ok());
+    }
+}

@@ -1,0 +1,314 @@
+//! When runs happen: one task per probe, firing on a fixed grid (or a cron schedule),
+//! never overlapping a probe's previous run, publishing each finished run on a channel.
+//! It does not know who listens.
+//!
+//! **The grid.** A probe with interval `p` runs at the wall-clock instants `t` where
+//! `t mod p == offset(name)`, with `offset = fnv1a(name) mod p`. Spreading by a hash of
+//! the name means 1,000 probes at 30 s start about 30 ms apart instead of all at once,
+//! and the spread is the same after a restart. Tying the grid to wall-clock time means
+//! agents in different regions probe an endpoint at the same moments, so their results
+//! are comparable. After the first tick the grid is kept on the monotonic clock
+//! (`start + k * p`), so it never drifts, however long runs take.
+//!
+//! **No overlap.** A tick that comes while the previous run is still going is skipped and
+//! reported; so are ticks missed because the process was stalled.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Schedule;
+use crate::outcome::{Outcome, ProbeIdentity};
+
+/// What the scheduler publishes.
+#[derive(Debug)]
+pub enum Report {
+    Finished(Box<Outcome>),
+    /// Ticks that did not run: the previous run was still going, or the process fell
+    /// behind.
+    Skipped {
+        probe: Arc<ProbeIdentity>,
+        ticks: u64,
+    },
+}
+
+/// Something the scheduler can run: a built probe, or a fake in tests.
+pub trait Runner: Send + Sync + 'static {
+    fn identity(&self) -> &Arc<ProbeIdentity>;
+    fn run(&self) -> impl Future<Output = Outcome> + Send;
+}
+
+impl Runner for crate::probe::ReadyProbe {
+    fn identity(&self) -> &Arc<ProbeIdentity> {
+        &self.identity
+    }
+
+    fn run(&self) -> impl Future<Output = Outcome> + Send {
+        self.run_once()
+    }
+}
+
+/// 64-bit FNV-1a: tiny, and stable across Rust versions (std's hasher is not), so the
+/// grid offset of a probe never changes between releases.
+pub fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The probe's phase within its interval.
+pub fn grid_offset(name: &str, period: Duration) -> Duration {
+    let p = period.as_nanos().max(1);
+    Duration::from_nanos((u128::from(fnv1a(name)) % p) as u64)
+}
+
+/// How long until the probe's first tick, given the wall-clock time since the epoch.
+///
+/// Example: period 30 s, offset 12.5 s, now = 1_700_000_007 s (7 s into a 30 s slot):
+/// the first tick is in 5.5 s.
+pub fn first_tick_delay(name: &str, period: Duration, since_epoch: Duration) -> Duration {
+    let p = period.as_nanos().max(1);
+    let offset = grid_offset(name, period).as_nanos();
+    let into_slot = since_epoch.as_nanos() % p;
+    Duration::from_nanos(((offset + p - into_slot) % p) as u64)
+}
+
+/// Runs `runner` on `schedule` until `cancel` fires. Each run is spawned on `tracker`
+/// so shutdown can wait for runs in flight.
+pub async fn run_loop<R: Runner>(
+    runner: Arc<R>,
+    schedule: Schedule,
+    reports: mpsc::Sender<Report>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+) {
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut next = match &schedule {
+        Schedule::Interval(p) => {
+            Instant::now() + first_tick_delay(&runner.identity().name, *p, since_epoch())
+        }
+        Schedule::Cron { schedule, .. } => match next_cron(schedule) {
+            Some(t) => t,
+            None => return,
+        },
+    };
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        let now = Instant::now();
+        let lag = now.saturating_duration_since(next);
+        let mut skipped = 0;
+        if busy.swap(true, Ordering::AcqRel) {
+            skipped += 1;
+        } else {
+            let (runner, reports, busy) = (runner.clone(), reports.clone(), busy.clone());
+            tracker.spawn(async move {
+                let mut outcome = runner.run().await;
+                outcome.schedule_lag = lag;
+                busy.store(false, Ordering::Release);
+                let _ = reports.send(Report::Finished(Box::new(outcome))).await;
+            });
+        }
+        next = match &schedule {
+            Schedule::Interval(p) => {
+                // Whole periods we are late by are ticks that will never run.
+                let behind = (lag.as_nanos() / p.as_nanos().max(1)) as u32;
+                skipped += u64::from(behind);
+                next + *p * (behind + 1)
+            }
+            Schedule::Cron { schedule, .. } => match next_cron(schedule) {
+                Some(t) => t,
+                None => return,
+            },
+        };
+        if skipped > 0 {
+            let _ = reports
+                .send(Report::Skipped {
+                    probe: runner.identity().clone(),
+                    ticks: skipped,
+                })
+                .await;
+        }
+    }
+}
+
+fn since_epoch() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// The next cron fire after now, as a monotonic instant.
+fn next_cron(schedule: &cron::Schedule) -> Option<Instant> {
+    let now = chrono::Utc::now();
+    let next = schedule.after(&now).next()?;
+    let wait = (next - now).to_std().unwrap_or_default();
+    Some(Instant::now() + wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Observation;
+    use std::sync::Mutex;
+
+    #[test]
+    fn offsets_are_stable_and_inside_the_period() {
+        let p = Duration::from_secs(30);
+        assert_eq!(grid_offset("chat-eu", p), grid_offset("chat-eu", p));
+        for i in 0..1000 {
+            assert!(grid_offset(&format!("probe-{i}"), p) < p);
+        }
+        // FNV-1a's published test vector, so the offset never changes across releases.
+        assert_eq!(fnv1a("a"), 0xaf63dc4c8601ec8c);
+    }
+
+    #[test]
+    fn a_thousand_probes_spread_over_the_interval() {
+        let p = Duration::from_secs(30);
+        let mut offsets: Vec<_> = (0..1000).map(|i| grid_offset(&format!("probe-{i}"), p)).collect();
+        offsets.sort();
+        // No second of the interval holds more than three times its fair share (33).
+        let mut per_second = [0u32; 30];
+        for o in &offsets {
+            per_second[o.as_secs() as usize] += 1;
+        }
+        assert!(per_second.iter().all(|&n| n < 100), "{per_second:?}");
+        // And no two probes share a millisecond more than a handful of times.
+        let same_ms = offsets
+            .windows(2)
+            .filter(|w| w[1].as_millis() == w[0].as_millis())
+            .count();
+        assert!(same_ms < 50, "{same_ms}");
+    }
+
+    #[test]
+    fn first_tick_lands_on_the_grid() {
+        let p = Duration::from_secs(30);
+        let name = "chat";
+        let offset = grid_offset(name, p);
+        for now_ms in [0u64, 1, 7_000, 29_999, 1_700_000_007_123] {
+            let now = Duration::from_millis(now_ms);
+            let d = first_tick_delay(name, p, now);
+            assert!(d < p);
+            assert_eq!((now + d).as_nanos() % p.as_nanos(), offset.as_nanos());
+        }
+    }
+
+    struct FakeRunner {
+        identity: Arc<ProbeIdentity>,
+        takes: Duration,
+        starts: Mutex<Vec<Instant>>,
+    }
+
+    impl Runner for FakeRunner {
+        fn identity(&self) -> &Arc<ProbeIdentity> {
+            &self.identity
+        }
+
+        async fn run(&self) -> Outcome {
+            self.starts.lock().unwrap().push(Instant::now());
+            tokio::time::sleep(self.takes).await;
+            Outcome {
+                probe: self.identity.clone(),
+                started_at: SystemTime::now(),
+                schedule_lag: Duration::ZERO,
+                observation: Observation::new(std::time::Instant::now()),
+            }
+        }
+    }
+
+    fn fake(takes: Duration) -> Arc<FakeRunner> {
+        Arc::new(FakeRunner {
+            identity: Arc::new(ProbeIdentity {
+                name: "fake".into(),
+                kind: "http",
+                model: String::new(),
+                location: "test".into(),
+                labels: vec![],
+                endpoint: "http://x/".into(),
+            }),
+            takes,
+            starts: Mutex::new(Vec::new()),
+        })
+    }
+
+    async fn drive(runner: Arc<FakeRunner>, period: Duration, for_: Duration) -> Vec<Report> {
+        let (tx, mut rx) = mpsc::channel(1000);
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let task = tokio::spawn(run_loop(
+            runner,
+            Schedule::Interval(period),
+            tx,
+            cancel.clone(),
+            tracker.clone(),
+        ));
+        tokio::time::sleep(for_).await;
+        cancel.cancel();
+        task.await.unwrap();
+        tracker.close();
+        tracker.wait().await;
+        let mut out = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            out.push(r);
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ticks_stay_on_the_grid_without_drift() {
+        let period = Duration::from_secs(30);
+        let runner = fake(Duration::from_millis(1700));
+        let reports = drive(runner.clone(), period, Duration::from_secs(30 * 100 + 31)).await;
+        let starts = runner.starts.lock().unwrap().clone();
+        assert!(starts.len() >= 100, "{}", starts.len());
+        // Every start is exactly k periods after the first, even though each run takes
+        // 1.7 s: no drift accumulates.
+        for (k, s) in starts.iter().enumerate() {
+            assert_eq!(*s - starts[0], period * k as u32);
+        }
+        assert!(reports.iter().all(|r| matches!(r, Report::Finished(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_longer_than_the_interval_skips_ticks_instead_of_overlapping() {
+        let period = Duration::from_secs(10);
+        // Each run takes 25 s: the two ticks during it must be skipped.
+        let runner = fake(Duration::from_secs(25));
+        let reports = drive(runner.clone(), period, Duration::from_secs(10 + 95)).await;
+        let starts = runner.starts.lock().unwrap().clone();
+        for w in starts.windows(2) {
+            assert!(w[1] - w[0] >= Duration::from_secs(25), "runs overlapped");
+            assert_eq!((w[1] - w[0]).as_nanos() % period.as_nanos(), 0, "off the grid");
+        }
+        let skipped: u64 = reports
+            .iter()
+            .map(|r| match r {
+                Report::Skipped { ticks, .. } => *ticks,
+                _ => 0,
+            })
+            .sum();
+        assert!(
+            skipped >= 2 * (starts.len() as u64 - 1),
+            "skipped {skipped}, runs {}",
+            starts.len()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_run_waits_for_the_probe_offset() {
+        let period = Duration::from_secs(30);
+        let runner = fake(Duration::from_millis(10));
+        let t0 = Instant::now();
+        drive(runner.clone(), period, Duration::from_secs(31)).await;
+        let starts = runner.starts.lock().unwrap().clone();
+        assert_eq!(starts.len(), 1);
+        assert!(starts[0] - t0 < period);
+    }
+}

@@ -1,0 +1,65 @@
+//! What the agent remembers about its probes: for now the latest outcome of each probe
+//! and its run counts, for the JSON API. Consumes `&Outcome`; never sees probes.
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+use std::time::SystemTime;
+
+use crate::outcome::Outcome;
+
+#[derive(Debug, Default)]
+struct ProbeState {
+    last: Option<Outcome>,
+    last_success_at: Option<SystemTime>,
+    runs: u64,
+    failures: u64,
+}
+
+/// The latest outcome per probe, by probe name.
+#[derive(Debug, Default)]
+pub struct Latest {
+    probes: RwLock<BTreeMap<String, ProbeState>>,
+}
+
+impl Latest {
+    pub fn record(&self, outcome: &Outcome) {
+        let mut probes = self.probes.write().expect("store lock");
+        let state = probes.entry(outcome.probe.name.clone()).or_default();
+        state.runs += 1;
+        if outcome.observation.success() {
+            state.last_success_at = Some(outcome.started_at);
+        } else {
+            state.failures += 1;
+        }
+        state.last = Some(outcome.clone());
+    }
+
+    /// Keeps only these probes (after a reload), adding empty entries for new ones so
+    /// the API lists a probe before its first run.
+    pub fn configure<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let mut probes = self.probes.write().expect("store lock");
+        let keep: Vec<&str> = names.into_iter().collect();
+        probes.retain(|name, _| keep.contains(&name.as_str()));
+        for name in keep {
+            probes.entry(name.to_owned()).or_default();
+        }
+    }
+
+    /// `/api/v1/probes`: one object per probe, in name order.
+    pub fn to_json(&self) -> serde_json::Value {
+        let probes = self.probes.read().expect("store lock");
+        let list: Vec<_> = probes
+            .iter()
+            .map(|(name, s)| {
+                serde_json::json!({
+                    "probe": name,
+                    "runs": s.runs,
+                    "failures": s.failures,
+                    "last_success_at": s.last_success_at.map(|t| humantime::format_rfc3339_millis(t).to_string()),
+                    "last_run": s.last.as_ref().map(Outcome::to_json),
+                })
+            })
+            .collect();
+        serde_json::json!({ "probes": list })
+    }
+}
