@@ -81,7 +81,7 @@ impl Probe for HttpProbe {
             .expect("a request from valid parts");
         *request.headers_mut() = self.headers.clone();
 
-        let mut obs = Observation::new(cx.start);
+        let mut obs = Observation::new(Instant::now());
         let Some(mut response) = stream::send(
             &self.client,
             request,
@@ -103,7 +103,10 @@ impl Probe for HttpProbe {
                 Err(_) => {
                     break Err(Failure::new(
                         FailureReason::TimeoutTotal,
-                        format!("body not complete within {:?}", cx.deadline.into_std() - cx.start),
+                        format!(
+                            "body not complete within {:?}",
+                            cx.deadline.into_std() - obs.marks.start
+                        ),
                     ));
                 }
                 Ok(Err(e @ BodyError::TooLarge { .. })) => {

@@ -18,10 +18,11 @@ use crate::config::{Kind, ProbeConfig, display_url};
 use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
 
-/// The deadlines of one run, both measured from its start.
+/// The deadlines of one run. The probe takes its own start instant after preparing the
+/// request (so request building is never inside the measured time); the deadlines are
+/// set a few microseconds earlier, when the run begins.
 #[derive(Debug, Clone, Copy)]
 pub struct RunContext {
-    pub start: Instant,
     /// The whole response, terminator included, must be in by then.
     pub deadline: tokio::time::Instant,
     /// The first generated token must be in by then (streaming kinds).
@@ -84,9 +85,9 @@ impl ReadyProbe {
     /// own deadlines so that a timed-out run keeps the phases it did measure.
     pub async fn run_once(&self) -> Outcome {
         let started_at = SystemTime::now();
-        let now = tokio::time::Instant::now();
+        let begun = Instant::now();
+        let now = tokio::time::Instant::from_std(begun);
         let cx = RunContext {
-            start: Instant::now(),
             deadline: now + self.config.timeout,
             first_token_deadline: now + self.config.first_token_timeout,
         };
@@ -94,7 +95,7 @@ impl ReadyProbe {
         let observation = match tokio::time::timeout_at(cx.deadline + grace, self.probe.run(&cx)).await {
             Ok(o) => o,
             Err(_) => Observation::failed(
-                cx.start,
+                begun,
                 Failure::new(
                     FailureReason::TimeoutTotal,
                     format!("no result within {:?}", self.config.timeout),

@@ -11,10 +11,11 @@
 //! stream started arrive in-band as `{"error": ...}` (vLLM), an `event: error`, or
 //! llama.cpp's non-standard `error:` field.
 
+use std::time::Instant;
+
 use bytes::Bytes;
 use http_body_util::Full;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::framing::SseEvent;
 use super::stream::{self, EventFacts};
@@ -27,9 +28,8 @@ use crate::payload::PromptSet;
 pub struct OpenAiProbe {
     chat: bool,
     client: HttpClient,
-    /// Request bodies, one per prompt, serialized once at build time: a run only clones
-    /// a `Bytes` handle before the clock starts.
-    bodies: Vec<(Bytes, &'static str)>,
+    model: String,
+    max_tokens: u32,
     prompts: PromptSet,
     path_and_query: http::uri::PathAndQuery,
     headers: http::HeaderMap,
@@ -42,31 +42,6 @@ impl OpenAiProbe {
     pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
         let chat = config.kind == Kind::OpenAiChat;
         let prompts = PromptSet::new(&config.prompts);
-        let model = config.model.clone().unwrap_or_default();
-        let bodies = prompts
-            .prompts()
-            .iter()
-            .map(|p| {
-                let body = if chat {
-                    json!({
-                        "model": model,
-                        "messages": [{"role": "user", "content": p.text}],
-                        "max_tokens": config.max_tokens,
-                        "stream": true,
-                        "stream_options": {"include_usage": true},
-                    })
-                } else {
-                    json!({
-                        "model": model,
-                        "prompt": p.text,
-                        "max_tokens": config.max_tokens,
-                        "stream": true,
-                        "stream_options": {"include_usage": true},
-                    })
-                };
-                (Bytes::from(body.to_string()), p.bucket.as_str())
-            })
-            .collect();
         let mut headers = http::HeaderMap::new();
         headers.insert(
             http::header::CONTENT_TYPE,
@@ -93,7 +68,8 @@ impl OpenAiProbe {
                 config.tls.server_name.as_deref(),
                 config.reuse_connections,
             )?,
-            bodies,
+            model: config.model.clone().unwrap_or_default(),
+            max_tokens: config.max_tokens,
             prompts,
             path_and_query: config
                 .url
@@ -110,16 +86,16 @@ impl OpenAiProbe {
 
 impl Probe for OpenAiProbe {
     async fn run(&self, cx: &RunContext) -> Observation {
-        // Everything before the clock starts: pick the body, build the request.
-        let index = self.prompts.next_index();
-        let (body, bucket) = self.bodies[index].clone();
+        // Everything before the clock starts: pick the prompt, build the request.
+        let prompt = self.prompts.next();
+        let body = self.request_body(&prompt.text);
         let mut request = http::Request::post(http::Uri::from(self.path_and_query.clone()))
             .body(Full::new(body))
             .expect("a request from valid parts");
         *request.headers_mut() = self.headers.clone();
 
-        let mut obs = Observation::new(cx.start);
-        obs.prompt_bucket = bucket;
+        let mut obs = Observation::new(Instant::now());
+        obs.prompt_bucket = prompt.bucket.as_str();
         let Some(mut response) = stream::send(
             &self.client,
             request,
@@ -155,6 +131,62 @@ impl Probe for OpenAiProbe {
         );
         obs
     }
+}
+
+impl OpenAiProbe {
+    fn request_body(&self, prompt: &str) -> Bytes {
+        let stream_options = StreamOptions { include_usage: true };
+        let body = if self.chat {
+            serde_json::to_vec(&ChatRequest {
+                model: &self.model,
+                messages: [Message {
+                    role: "user",
+                    content: prompt,
+                }],
+                max_tokens: self.max_tokens,
+                stream: true,
+                stream_options,
+            })
+        } else {
+            serde_json::to_vec(&CompletionRequest {
+                model: &self.model,
+                prompt,
+                max_tokens: self.max_tokens,
+                stream: true,
+                stream_options,
+            })
+        };
+        Bytes::from(body.expect("plain structs serialize"))
+    }
+}
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: [Message<'a>; 1],
+    max_tokens: u32,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct CompletionRequest<'a> {
+    model: &'a str,
+    prompt: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Deserialize)]

@@ -238,7 +238,7 @@ pub(crate) async fn read_sse(
                 break Err(timeout_failure(
                     FailureReason::TimeoutFirstToken,
                     "no token",
-                    cx.start,
+                    obs.marks.start,
                     deadline,
                 ));
             }
@@ -246,7 +246,7 @@ pub(crate) async fn read_sse(
                 break Err(timeout_failure(
                     FailureReason::TimeoutTotal,
                     "stream not finished",
-                    cx.start,
+                    obs.marks.start,
                     deadline,
                 ));
             }
