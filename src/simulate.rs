@@ -72,8 +72,10 @@ pub enum Fault {
     /// Send headers and half the tokens, then go silent.
     StallStream,
     /// 500 with a JSON error body.
+    #[value(name = "http-500")]
     Http500,
     /// 429 with Retry-After.
+    #[value(name = "http-429")]
     Http429,
     /// Cut the connection mid-stream, inside a chunk.
     Truncate,

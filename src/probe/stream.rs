@@ -84,8 +84,9 @@ pub(crate) async fn send<'c>(
     }
 }
 
+/// Deadlines are set a few microseconds before a run's start instant; show whole ms.
 fn round_ms(d: std::time::Duration) -> std::time::Duration {
-    std::time::Duration::from_millis(d.as_millis() as u64)
+    std::time::Duration::from_millis((d.as_secs_f64() * 1000.0).round() as u64)
 }
 
 /// Fails the run unless the status is accepted: listed in `expect.status`, or any 2xx
