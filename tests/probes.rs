@@ -350,3 +350,44 @@ async fn fresh_connections_by_default() {
         assert!(o.success() && !o.connection_reused && o.connect().is_some());
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stall_on_a_reused_connection_is_blamed_on_the_server_not_dns() {
+    use std::io::{Read, Write};
+    // One connection: a complete answer to the first request, silence after the second.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n";
+        let mut buf = [0u8; 65536];
+        let mut requests = 0;
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                return;
+            }
+            if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                requests += 1;
+                if requests == 1 {
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    s.write_all(head.as_bytes()).unwrap();
+                    s.write_all(body.as_bytes()).unwrap();
+                }
+            }
+        }
+    });
+    let probe = build_probe(&chat(
+        addr,
+        "",
+        "reuse_connections: true\ntimeout: 2s\nfirst_token_timeout: 1s",
+    ));
+    let first = probe.run_once().await.observation;
+    assert!(first.success(), "{:?}", first.result);
+    let second = probe.run_once().await.observation;
+    assert!(second.connection_reused);
+    let f = second.failure().unwrap();
+    assert_eq!(f.reason, FailureReason::TimeoutFirstToken, "{}", f.message);
+}

@@ -49,14 +49,9 @@ pub(crate) async fn send<'c>(
     head_timeout_reason: FailureReason,
     max_body_bytes: u64,
 ) -> Option<ResponseStream<'c>> {
-    let sent = tokio::time::timeout_at(
-        head_deadline,
-        client.send(request, &mut obs.marks, max_body_bytes),
-    )
-    .await;
+    let sent = tokio::time::timeout_at(head_deadline, client.send(request, obs, max_body_bytes)).await;
     match sent {
-        Ok(Ok((stream, reused))) => {
-            obs.connection_reused = reused;
+        Ok(Ok(stream)) => {
             obs.http_status = Some(stream.response.status().as_u16());
             Some(stream)
         }
