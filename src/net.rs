@@ -137,6 +137,20 @@ struct Connection {
     driver: AbortHandle,
 }
 
+impl Connection {
+    /// Spawns the task that drives the socket.
+    fn new<F>(sender: Sender, driver: F) -> Self
+    where
+        F: Future + Send + 'static,
+    {
+        let driver = tokio::spawn(async move {
+            let _ = driver.await;
+        })
+        .abort_handle();
+        Connection { sender, driver }
+    }
+}
+
 impl Drop for Connection {
     fn drop(&mut self) {
         self.driver.abort();
@@ -327,14 +341,7 @@ impl HttpClient {
                     let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                         .await
                         .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
-                    let driver = tokio::spawn(async move {
-                        let _ = conn.await;
-                    })
-                    .abort_handle();
-                    Ok(Connection {
-                        sender: Sender::H2(sender),
-                        driver,
-                    })
+                    Ok(Connection::new(Sender::H2(sender), conn))
                 } else {
                     self.handshake_h1(TokioIo::new(stream)).await
                 }
@@ -349,14 +356,7 @@ impl HttpClient {
         let (sender, conn) = http1::handshake(io)
             .await
             .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        })
-        .abort_handle();
-        Ok(Connection {
-            sender: Sender::H1(sender),
-            driver,
-        })
+        Ok(Connection::new(Sender::H1(sender), conn))
     }
 }
 

@@ -14,72 +14,40 @@
 use std::time::Instant;
 
 use bytes::Bytes;
-use http_body_util::Full;
 use serde::{Deserialize, Serialize};
 
 use super::framing::SseEvent;
-use super::stream::{self, EventFacts};
-use super::{Probe, Redactor, RunContext};
-use crate::config::{Expect, Kind, ProbeConfig};
-use crate::net::{BuildError, HttpClient, TlsRoots};
+use super::stream::{self, Endpoint, EventFacts};
+use super::{Probe, RunContext};
+use crate::config::{Kind, ProbeConfig};
+use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::PromptSet;
 
 pub struct OpenAiProbe {
     chat: bool,
-    client: HttpClient,
+    endpoint: Endpoint,
     model: String,
     max_tokens: u32,
     prompts: PromptSet,
-    path_and_query: http::uri::PathAndQuery,
-    headers: http::HeaderMap,
-    expect: Expect,
-    max_response_bytes: u64,
-    redactor: Redactor,
 }
 
 impl OpenAiProbe {
     pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
-        let chat = config.kind == Kind::OpenAiChat;
-        let prompts = PromptSet::new(&config.prompts);
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        headers.insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(http::header::USER_AGENT, super::http::user_agent());
-        for (name, value) in &config.headers {
-            if let Ok(v) = http::HeaderValue::from_str(value.expose()) {
-                let mut v = v;
-                v.set_sensitive(true);
-                headers.insert(name.clone(), v);
-            }
-        }
+        let endpoint = Endpoint::build(
+            config,
+            roots,
+            &[
+                (http::header::CONTENT_TYPE, "application/json"),
+                (http::header::ACCEPT, "text/event-stream"),
+            ],
+        )?;
         Ok(OpenAiProbe {
-            chat,
-            client: HttpClient::new(
-                &config.url,
-                roots,
-                config.tls.ca_file.as_deref(),
-                config.tls.server_name.as_deref(),
-                config.reuse_connections,
-            )?,
+            chat: config.kind == Kind::OpenAiChat,
+            endpoint,
             model: config.model.clone().unwrap_or_default(),
             max_tokens: config.max_tokens,
-            prompts,
-            path_and_query: config
-                .url
-                .path_and_query()
-                .cloned()
-                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
-            headers,
-            expect: config.expect.clone(),
-            max_response_bytes: config.max_response_bytes,
-            redactor: Redactor::new(config),
+            prompts: PromptSet::new(&config.prompts),
         })
     }
 }
@@ -88,43 +56,40 @@ impl Probe for OpenAiProbe {
     async fn run(&self, cx: &RunContext) -> Observation {
         // Everything before the clock starts: pick the prompt, build the request.
         let prompt = self.prompts.next();
-        let body = self.request_body(&prompt.text);
-        let mut request = http::Request::post(http::Uri::from(self.path_and_query.clone()))
-            .body(Full::new(body))
-            .expect("a request from valid parts");
-        *request.headers_mut() = self.headers.clone();
+        let request = self
+            .endpoint
+            .request(&http::Method::POST, self.request_body(&prompt.text));
 
         let mut obs = Observation::new(Instant::now());
         obs.prompt_bucket = prompt.bucket.as_str();
-        let Some(mut response) = stream::send(
-            &self.client,
-            request,
-            &mut obs,
-            cx.first_token_deadline,
-            FailureReason::TimeoutFirstToken,
-            self.max_response_bytes,
-        )
-        .await
+        let Some(mut response) = self
+            .endpoint
+            .open(
+                request,
+                cx,
+                &mut obs,
+                cx.first_token_deadline,
+                FailureReason::TimeoutFirstToken,
+            )
+            .await
         else {
             return obs;
         };
-        if !stream::check_status(&mut response, &self.expect, cx, &mut obs, &self.redactor).await {
-            return obs;
-        }
         if !stream::check_content_type(&response, "text/event-stream", &mut obs) {
             return obs;
         }
         let chat = self.chat;
-        let Some(streamed) = stream::read_sse(&mut response.body, cx, &mut obs, &self.redactor, |e| {
-            parse_event(e, chat)
-        })
-        .await
+        let Some(streamed) =
+            stream::read_sse(&mut response.body, cx, &mut obs, &self.endpoint.redactor, |e| {
+                parse_event(e, chat)
+            })
+            .await
         else {
             return obs;
         };
         response.body.finish(cx.deadline).await;
         obs.result = stream::check_output(
-            &self.expect,
+            &self.endpoint.expect,
             &streamed.text,
             streamed.content_events > 0,
             obs.output_tokens,

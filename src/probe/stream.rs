@@ -12,8 +12,8 @@ use http_body_util::Full;
 
 use super::framing::{SseDecoder, SseEvent};
 use super::{Redactor, RunContext};
-use crate::config::Expect;
-use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream};
+use crate::config::{Expect, ProbeConfig};
+use crate::net::{BodyError, BodyStream, BuildError, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
 
 /// Largest single SSE event we accept. Real events are a few hundred bytes; a stream that
@@ -23,6 +23,96 @@ const MAX_EVENT_BYTES: usize = 1024 * 1024;
 const MAX_KEPT_TEXT: usize = 64 * 1024;
 /// Bytes of an error body read for its message.
 const MAX_ERROR_BODY: usize = 4096;
+
+/// Where a probe sends and what it checks, the same for every kind: the client, the
+/// request target, the headers (the user's marked sensitive), the `expect` checks, and
+/// the secrets to keep out of messages.
+pub(crate) struct Endpoint {
+    client: HttpClient,
+    path_and_query: http::uri::PathAndQuery,
+    headers: http::HeaderMap,
+    pub expect: Expect,
+    max_response_bytes: u64,
+    pub redactor: Redactor,
+}
+
+impl Endpoint {
+    /// `base` headers are the protocol's own (content type, accept); the user's headers
+    /// from the config override them.
+    pub fn build(
+        config: &ProbeConfig,
+        roots: &TlsRoots,
+        base: &[(http::HeaderName, &'static str)],
+    ) -> Result<Self, BuildError> {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!("inferprobe/", env!("CARGO_PKG_VERSION"))),
+        );
+        for (name, value) in base {
+            headers.insert(name.clone(), http::HeaderValue::from_static(value));
+        }
+        for (name, value) in &config.headers {
+            if let Ok(mut v) = http::HeaderValue::from_str(value.expose()) {
+                v.set_sensitive(true);
+                headers.insert(name.clone(), v);
+            }
+        }
+        Ok(Endpoint {
+            client: HttpClient::new(
+                &config.url,
+                roots,
+                config.tls.ca_file.as_deref(),
+                config.tls.server_name.as_deref(),
+                config.reuse_connections,
+            )?,
+            path_and_query: config
+                .url
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+            headers,
+            expect: config.expect.clone(),
+            max_response_bytes: config.max_response_bytes,
+            redactor: Redactor::new(config),
+        })
+    }
+
+    /// The request to send; built before a run's clock starts.
+    pub fn request(&self, method: &http::Method, body: Bytes) -> http::Request<Full<Bytes>> {
+        let mut request = http::Request::builder()
+            .method(method.clone())
+            .uri(http::Uri::from(self.path_and_query.clone()))
+            .body(Full::new(body))
+            .expect("a request from valid parts");
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+
+    /// Sends and checks the status: `Some` with the response when the body is worth
+    /// reading, `None` with `obs.result` set otherwise.
+    pub async fn open(
+        &self,
+        request: http::Request<Full<Bytes>>,
+        cx: &RunContext,
+        obs: &mut Observation,
+        head_deadline: tokio::time::Instant,
+        head_timeout_reason: FailureReason,
+    ) -> Option<ResponseStream<'_>> {
+        let mut response = send(
+            &self.client,
+            request,
+            obs,
+            head_deadline,
+            head_timeout_reason,
+            self.max_response_bytes,
+        )
+        .await?;
+        check_status(&mut response, &self.expect, cx, obs, &self.redactor)
+            .await
+            .then_some(response)
+    }
+}
 
 /// What one protocol event said, as the kind's parser reads it.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -41,7 +131,7 @@ pub(crate) struct EventFacts {
 /// Sends the request, recording phases into `obs`. On failure `obs.result` is set and
 /// `None` returned. `head_deadline` bounds everything up to the response headers;
 /// running out of it is blamed on the phase that was in progress.
-pub(crate) async fn send<'c>(
+async fn send<'c>(
     client: &'c HttpClient,
     request: http::Request<Full<Bytes>>,
     obs: &mut Observation,
@@ -87,7 +177,7 @@ fn round_ms(d: std::time::Duration) -> std::time::Duration {
 /// Fails the run unless the status is accepted: listed in `expect.status`, or any 2xx
 /// when the list is empty. For a rejected status the error body's message (secrets
 /// removed) goes into the failure message.
-pub(crate) async fn check_status(
+async fn check_status(
     stream: &mut ResponseStream<'_>,
     expect: &Expect,
     cx: &RunContext,
