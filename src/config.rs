@@ -74,6 +74,14 @@ pub enum Kind {
     OpenAiChat,
     #[serde(rename = "openai_completions")]
     OpenAiCompletions,
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    #[serde(rename = "ollama")]
+    Ollama,
+    #[serde(rename = "tgi")]
+    Tgi,
+    #[serde(rename = "anthropic")]
+    Anthropic,
     #[serde(rename = "http")]
     Http,
 }
@@ -83,13 +91,17 @@ impl Kind {
         match self {
             Kind::OpenAiChat => "openai_chat",
             Kind::OpenAiCompletions => "openai_completions",
+            Kind::OpenAiResponses => "openai_responses",
+            Kind::Ollama => "ollama",
+            Kind::Tgi => "tgi",
+            Kind::Anthropic => "anthropic",
             Kind::Http => "http",
         }
     }
 
     /// Kinds that stream generated tokens (and so have TTFT and prompts).
     pub fn is_llm(self) -> bool {
-        matches!(self, Kind::OpenAiChat | Kind::OpenAiCompletions)
+        !matches!(self, Kind::Http)
     }
 }
 

@@ -110,6 +110,7 @@ pub struct Metrics {
     chunk_gap: HistogramFamily,
     phase: HistogramFamily,
     output_tokens: HistogramFamily,
+    server_reported: HistogramFamily,
     schedule_lag: Histogram,
     probes: Gauge,
     reload_success: Gauge,
@@ -138,6 +139,7 @@ impl Metrics {
             chunk_gap: histogram_family(token_histogram),
             phase: histogram_family(latency_histogram),
             output_tokens: histogram_family(output_token_histogram),
+            server_reported: histogram_family(latency_histogram),
             schedule_lag: token_histogram(),
             probes: Gauge::default(),
             reload_success: Gauge::default(),
@@ -213,6 +215,12 @@ impl Metrics {
             m.output_tokens.clone(),
         );
         registry.register_with_unit(
+            "server_reported_duration",
+            "Durations the server reported about itself (e.g. Ollama's load, prompt_eval, eval, total), by stage; not our measurement",
+            Unit::Seconds,
+            m.server_reported.clone(),
+        );
+        registry.register_with_unit(
             "schedule_lag",
             "How late runs started after their scheduled tick",
             Unit::Seconds,
@@ -285,6 +293,11 @@ impl Metrics {
                         .observe(d.as_secs_f64());
                 }
             }
+        }
+        for (stage, d) in &obs.server_reported {
+            self.server_reported
+                .get_or_create(&run.with("stage", stage))
+                .observe(d.as_secs_f64());
         }
         if let (Some(n), Some(_)) = (obs.output_tokens, obs.ttft()) {
             self.output_tokens.get_or_create(&run).observe(n as f64);

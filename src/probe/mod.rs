@@ -6,10 +6,13 @@
 //! metrics. [`ReadyProbe::run_once`] gives every run its deadlines and stamps the result
 //! into an [`Outcome`]. Probes see only config, outcome, framing, net and payload.
 
+pub mod anthropic;
 pub mod framing;
 pub mod http;
+pub mod ollama;
 pub mod openai;
 mod stream;
+pub mod tgi;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -37,6 +40,9 @@ pub trait Probe {
 /// The closed set of probe kinds.
 pub enum AnyProbe {
     OpenAi(openai::OpenAiProbe),
+    Ollama(ollama::OllamaProbe),
+    Tgi(tgi::TgiProbe),
+    Anthropic(anthropic::AnthropicProbe),
     Http(http::HttpProbe),
 }
 
@@ -44,6 +50,9 @@ impl Probe for AnyProbe {
     async fn run(&self, cx: &RunContext) -> Observation {
         match self {
             AnyProbe::OpenAi(p) => p.run(cx).await,
+            AnyProbe::Ollama(p) => p.run(cx).await,
+            AnyProbe::Tgi(p) => p.run(cx).await,
+            AnyProbe::Anthropic(p) => p.run(cx).await,
             AnyProbe::Http(p) => p.run(cx).await,
         }
     }
@@ -60,9 +69,12 @@ pub struct ReadyProbe {
 impl ReadyProbe {
     pub fn build(config: &ProbeConfig, location: &str, roots: &TlsRoots) -> Result<Self, BuildError> {
         let probe = match config.kind {
-            Kind::OpenAiChat | Kind::OpenAiCompletions => {
+            Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
                 AnyProbe::OpenAi(openai::OpenAiProbe::build(config, roots)?)
             }
+            Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, roots)?),
+            Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, roots)?),
+            Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, roots)?),
             Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, roots)?),
         };
         let identity = ProbeIdentity {
@@ -109,6 +121,15 @@ impl ReadyProbe {
             observation,
         }
     }
+}
+
+/// The start of a server's text for a message: at most 80 characters.
+pub(crate) fn preview(s: &str) -> String {
+    let mut p: String = s.chars().take(80).collect();
+    if p.len() < s.len() {
+        p.push_str("...");
+    }
+    p
 }
 
 /// Removes configured secrets (header values, and the token part of `Bearer x`) from

@@ -10,13 +10,14 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body_util::Full;
 
-use super::framing::{SseDecoder, SseEvent};
+use super::framing::{Decoder, Event};
 use super::{Redactor, RunContext};
 use crate::config::{Expect, ProbeConfig};
 use crate::net::{BodyError, BodyStream, BuildError, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
+use crate::payload::PromptSet;
 
-/// Largest single SSE event we accept. Real events are a few hundred bytes; a stream that
+/// Largest single event (SSE event or NDJSON line) we accept. Real events are a few hundred bytes; a stream that
 /// never ends an event is a broken server, not a reason to grow without bound.
 const MAX_EVENT_BYTES: usize = 1024 * 1024;
 /// Generated text kept for `expect.contains`; the rest is counted, not stored.
@@ -114,6 +115,83 @@ impl Endpoint {
     }
 }
 
+/// What every generative (LLM) kind holds: where to send, which model, the output cap
+/// and the prompts to rotate.
+pub(crate) struct Generation {
+    pub endpoint: Endpoint,
+    pub model: String,
+    pub max_tokens: u32,
+    pub prompts: PromptSet,
+}
+
+impl Generation {
+    pub fn build(
+        config: &ProbeConfig,
+        roots: &TlsRoots,
+        base_headers: &[(http::HeaderName, &'static str)],
+    ) -> Result<Self, BuildError> {
+        Ok(Generation {
+            endpoint: Endpoint::build(config, roots, base_headers)?,
+            model: config.model.clone().unwrap_or_default(),
+            max_tokens: config.max_tokens,
+            prompts: PromptSet::new(&config.prompts),
+        })
+    }
+
+    /// One streamed generation, the way every LLM kind runs: send `body`, expect a 2xx
+    /// stream of `content_type`, read its events with `parse` up to the terminator, then
+    /// apply the `expect` checks. The clock starts after the request is built.
+    pub async fn run(
+        &self,
+        cx: &RunContext,
+        body: Bytes,
+        prompt_bucket: &'static str,
+        framing: Framing,
+        content_type: &str,
+        parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
+    ) -> Observation {
+        let request = self.endpoint.request(&http::Method::POST, body);
+        let mut obs = Observation::new(Instant::now());
+        obs.prompt_bucket = prompt_bucket;
+        let Some(mut response) = self
+            .endpoint
+            .open(
+                request,
+                cx,
+                &mut obs,
+                cx.first_token_deadline,
+                FailureReason::TimeoutFirstToken,
+            )
+            .await
+        else {
+            return obs;
+        };
+        if !check_content_type(&response, content_type, &mut obs) {
+            return obs;
+        }
+        let Some(streamed) = read_events(
+            &mut response.body,
+            framing,
+            cx,
+            &mut obs,
+            &self.endpoint.redactor,
+            parse,
+        )
+        .await
+        else {
+            return obs;
+        };
+        response.body.finish(cx.deadline).await;
+        obs.result = check_output(
+            &self.endpoint.expect,
+            &streamed.text,
+            streamed.content_events > 0,
+            obs.output_tokens,
+        );
+        obs
+    }
+}
+
 /// What one protocol event said, as the kind's parser reads it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct EventFacts {
@@ -126,6 +204,8 @@ pub(crate) struct EventFacts {
     pub output_tokens: Option<u64>,
     /// The protocol's terminator.
     pub done: bool,
+    /// Durations the server reported about itself, by stage.
+    pub server_reported: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// Sends the request, recording phases into `obs`. On failure `obs.result` is set and
@@ -271,7 +351,7 @@ fn one_line(s: &str, max_chars: usize) -> String {
 }
 
 /// Checks the content type of a streamed response before reading it.
-pub(crate) fn check_content_type(stream: &ResponseStream<'_>, expected: &str, obs: &mut Observation) -> bool {
+fn check_content_type(stream: &ResponseStream<'_>, expected: &str, obs: &mut Observation) -> bool {
     let got = stream
         .response
         .headers()
@@ -297,17 +377,28 @@ pub(crate) struct Streamed {
     pub content_events: u64,
 }
 
-/// Reads an SSE body to the protocol's terminator, timing every content-bearing event.
+/// How a streamed body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    Sse,
+    Ndjson,
+}
+
+/// Reads a streamed body to the protocol's terminator, timing every content-bearing event.
 /// Fills marks, chunk gaps, tokens and `obs.result`; returns what was generated when the
 /// stream completed.
-pub(crate) async fn read_sse(
+async fn read_events(
     body: &mut BodyStream<'_>,
+    framing: Framing,
     cx: &RunContext,
     obs: &mut Observation,
     redactor: &Redactor,
-    mut parse: impl FnMut(&SseEvent) -> Result<EventFacts, Failure>,
+    mut parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
 ) -> Option<Streamed> {
-    let mut decoder = SseDecoder::new(MAX_EVENT_BYTES);
+    let mut decoder = match framing {
+        Framing::Sse => Decoder::sse(MAX_EVENT_BYTES),
+        Framing::Ndjson => Decoder::ndjson(MAX_EVENT_BYTES),
+    };
     let mut out = Streamed::default();
     let mut usage_tokens = None;
     let result = loop {
@@ -377,6 +468,7 @@ pub(crate) async fn read_sse(
             if facts.output_tokens.is_some() {
                 usage_tokens = facts.output_tokens;
             }
+            obs.server_reported.extend(facts.server_reported);
             if facts.done {
                 done = true;
                 break;
