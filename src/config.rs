@@ -166,6 +166,115 @@ pub enum Prompts {
     Custom(Vec<String>),
 }
 
+/// How a built-in image is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ImageFormat {
+    Jpeg,
+    Png,
+}
+
+/// What a built-in image shows: a photo-like outdoor scene, or a chart with text (the
+/// screenshots and documents people send to vision models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scene {
+    Photo,
+    Chart,
+}
+
+/// One of our generated images. The pixels are made by payload/images.rs when a probe is
+/// built; this is only the catalogue, so the config can be checked without making them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BuiltinImage {
+    pub name: &'static str,
+    pub width: u32,
+    pub height: u32,
+    pub format: ImageFormat,
+    pub scene: Scene,
+}
+
+/// The built-in images, at the sizes people send: classifier inputs (224x224), camera
+/// frames (640x480), screenshots and video frames (1920x1080), and a phone photo of a few
+/// MB (4000x3000).
+pub const BUILTIN_IMAGES: &[BuiltinImage] = &[
+    BuiltinImage {
+        name: "scene-224.jpg",
+        width: 224,
+        height: 224,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "scene-224.png",
+        width: 224,
+        height: 224,
+        format: ImageFormat::Png,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "scene-640x480.jpg",
+        width: 640,
+        height: 480,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "chart-640x480.png",
+        width: 640,
+        height: 480,
+        format: ImageFormat::Png,
+        scene: Scene::Chart,
+    },
+    BuiltinImage {
+        name: "scene-1920x1080.jpg",
+        width: 1920,
+        height: 1080,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "chart-1920x1080.png",
+        width: 1920,
+        height: 1080,
+        format: ImageFormat::Png,
+        scene: Scene::Chart,
+    },
+    BuiltinImage {
+        name: "photo-4000x3000.jpg",
+        width: 4000,
+        height: 3000,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+];
+
+/// Where a probe's images come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ImageSource {
+    Builtin(BuiltinImage),
+    /// A JPEG or PNG file (folders are expanded when the config is loaded).
+    File(PathBuf),
+}
+
+/// The images a probe sends, rotated per run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Images {
+    pub sources: Vec<ImageSource>,
+    /// Images in each request.
+    pub per_run: usize,
+    /// OpenAI's `detail` (`low`, `high`, `auto`), when set.
+    pub detail: Option<String>,
+}
+
+impl Kind {
+    /// Kinds whose requests can carry images.
+    pub fn takes_images(self) -> bool {
+        matches!(
+            self,
+            Kind::OpenAiChat | Kind::OpenAiResponses | Kind::Ollama | Kind::Anthropic | Kind::Http
+        )
+    }
+}
+
 /// A header value, possibly holding a secret: it never prints.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -228,6 +337,7 @@ pub struct ProbeConfig {
     pub reuse_connections: bool,
     pub max_response_bytes: u64,
     pub tls: TlsConfig,
+    pub images: Option<Images>,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,
@@ -384,6 +494,16 @@ struct RawProbe {
     reuse_connections: Option<bool>,
     max_response_bytes: Option<u64>,
     tls: Option<RawTls>,
+    images: Option<RawImages>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawImages {
+    builtin: Option<Vec<String>>,
+    files: Option<Vec<String>>,
+    per_run: Option<usize>,
+    detail: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -900,6 +1020,8 @@ impl Checker<'_> {
             }
         });
 
+        let images = raw.images.and_then(|i| self.images(p, prefix, raw.kind, i));
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -927,6 +1049,98 @@ impl Checker<'_> {
                 ca_file,
                 server_name: tls.server_name,
             },
+            images,
+        })
+    }
+
+    fn images(&mut self, probe: Option<&str>, prefix: &str, kind: Kind, raw: RawImages) -> Option<Images> {
+        let key = format!("{prefix}.images");
+        if !kind.takes_images() {
+            self.error(
+                probe,
+                &key,
+                format!("kind {} does not take images", kind.as_str()),
+            );
+            return None;
+        }
+        let mut sources = Vec::new();
+        for (i, name) in raw.builtin.iter().flatten().enumerate() {
+            match BUILTIN_IMAGES.iter().find(|b| b.name == name) {
+                Some(b) => sources.push(ImageSource::Builtin(*b)),
+                None => {
+                    let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
+                    self.error(
+                        probe,
+                        &format!("{key}.builtin[{i}]"),
+                        format!(
+                            "no built-in image `{name}`; the built-in images are {}",
+                            names.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        for (i, file) in raw.files.iter().flatten().enumerate() {
+            let path = self.base_dir.join(file);
+            let file_key = format!("{key}.files[{i}]");
+            if path.is_dir() {
+                let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|p| {
+                                p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                                    matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
+                                })
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                found.sort();
+                if found.is_empty() {
+                    self.error(
+                        probe,
+                        &file_key,
+                        format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
+                    );
+                }
+                sources.extend(found.into_iter().map(ImageSource::File));
+            } else if path.is_file() {
+                sources.push(ImageSource::File(path));
+            } else {
+                self.error(
+                    probe,
+                    &file_key,
+                    format!("no such file or folder: `{file}` (relative to this file)"),
+                );
+            }
+        }
+        if raw.builtin.is_none() && raw.files.is_none() {
+            self.error(probe, &key, "name `builtin` images, `files`, or both");
+        }
+        let per_run = raw.per_run.unwrap_or(1);
+        if !(1..=16).contains(&per_run) {
+            self.error(probe, &format!("{key}.per_run"), "must be between 1 and 16");
+        }
+        if let Some(d) = &raw.detail {
+            if !matches!(kind, Kind::OpenAiChat | Kind::OpenAiResponses) {
+                self.error(
+                    probe,
+                    &format!("{key}.detail"),
+                    "only for openai_chat and openai_responses",
+                );
+            } else if !matches!(d.as_str(), "low" | "high" | "auto") {
+                self.error(
+                    probe,
+                    &format!("{key}.detail"),
+                    format!("`{d}` is not one of low, high, auto"),
+                );
+            }
+        }
+        (!sources.is_empty()).then_some(Images {
+            sources,
+            per_run,
+            detail: raw.detail,
         })
     }
 

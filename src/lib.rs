@@ -36,9 +36,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ProbeConfig};
 use crate::metrics::Metrics;
-use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Outcome, ProbeIdentity};
 use crate::probe::ReadyProbe;
+use crate::probe::{BuildContext, BuildError};
 use crate::schedule::Report;
 use crate::store::Latest;
 
@@ -46,12 +46,12 @@ use crate::store::Latest;
 pub fn build_probes(
     config: &Config,
     location: &str,
-    roots: &TlsRoots,
+    cx: &BuildContext,
 ) -> Result<Vec<ReadyProbe>, (String, BuildError)> {
     config
         .probes
         .iter()
-        .map(|p| ReadyProbe::build(p, location, roots).map_err(|e| (p.name.clone(), e)))
+        .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.clone(), e)))
         .collect()
 }
 
@@ -75,7 +75,7 @@ pub struct Agent {
     pub metrics: Arc<Metrics>,
     pub latest: Arc<Latest>,
     location: String,
-    roots: TlsRoots,
+    build: BuildContext,
     reports: mpsc::Sender<Report>,
     running: HashMap<String, RunningProbe>,
     /// Runs in flight, so shutdown can wait for them.
@@ -112,7 +112,7 @@ impl Agent {
             metrics,
             latest,
             location,
-            roots: TlsRoots::system(),
+            build: BuildContext::new(),
             reports: tx,
             running: HashMap::new(),
             runs: TaskTracker::new(),
@@ -144,7 +144,7 @@ impl Agent {
                         summary.added += 1;
                     }
                     built.push(
-                        ReadyProbe::build(p, &self.location, &self.roots).map_err(|e| (p.name.clone(), e))?,
+                        ReadyProbe::build(p, &self.location, &self.build).map_err(|e| (p.name.clone(), e))?,
                     );
                 }
             }

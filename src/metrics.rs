@@ -23,18 +23,19 @@ use crate::outcome::{Outcome, ProbeIdentity};
 
 /// A series' labels: the probe's identity (shared, not copied: with 10,000 probes each
 /// copy of the label strings per series would cost megabytes) plus up to three
-/// per-series labels from closed sets (prompt_bucket, result, reason, phase).
+/// per-series labels from closed sets (prompt_bucket, image_bucket, result, reason,
+/// phase, stage).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Labels {
     probe: Arc<ProbeIdentity>,
-    extra: [(&'static str, &'static str); 3],
+    extra: [(&'static str, &'static str); 4],
 }
 
 impl Labels {
     fn probe(probe: &Arc<ProbeIdentity>) -> Self {
         Labels {
             probe: probe.clone(),
-            extra: [("", ""); 3],
+            extra: [("", ""); 4],
         }
     }
 
@@ -249,7 +250,9 @@ impl Metrics {
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
         let probe = Labels::probe(&outcome.probe);
-        let run = probe.with("prompt_bucket", obs.prompt_bucket);
+        let run = probe
+            .with("prompt_bucket", obs.prompt_bucket)
+            .with("image_bucket", obs.image_bucket);
 
         let started = unix_seconds(outcome.started_at);
         self.last_run.get_or_create(&probe).set(started);
@@ -387,9 +390,9 @@ mod tests {
         m.record(&outcome(None));
         m.record(&outcome(Some(FailureReason::Http5xx)));
         let text = m.render_text();
-        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",result="success",reason="none"} 1"#), "{text}");
+        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",image_bucket="none",result="success",reason="none"} 1"#), "{text}");
         assert!(text.contains(r#"result="failure",reason="http_5xx"} 1"#));
-        assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short"} 1"#));
+        assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",image_bucket="none"} 1"#));
         assert!(text.contains(r#"inferprobe_chunk_gap_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 4"#));
         assert!(text.contains(
             r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 0"#

@@ -182,6 +182,8 @@ pub struct Observation {
     pub server_reported: Vec<(&'static str, Duration)>,
     /// `short`, `medium` or `long` for the prompt sent; `none` for probes without one.
     pub prompt_bucket: &'static str,
+    /// `small`, `medium`, `large` or `xlarge` for the largest image sent; `none`.
+    pub image_bucket: &'static str,
     /// `Ok` for a successful run.
     pub result: Result<(), Failure>,
 }
@@ -198,6 +200,7 @@ impl Observation {
             bytes_received: 0,
             server_reported: Vec::new(),
             prompt_bucket: "none",
+            image_bucket: "none",
             result: Ok(()),
         }
     }
@@ -315,6 +318,7 @@ impl Outcome {
             "message": o.failure().map(|f| f.message.as_str()),
             "http_status": o.http_status,
             "prompt_bucket": o.prompt_bucket,
+            "image_bucket": o.image_bucket,
             "connection_reused": o.connection_reused,
             "dns_seconds": secs(o.dns()),
             "connect_seconds": secs(o.connect()),

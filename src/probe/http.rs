@@ -8,9 +8,10 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::stream::{self, Endpoint};
+use super::{BuildContext, BuildError};
 use super::{Probe, RunContext};
 use crate::config::ProbeConfig;
-use crate::net::{BodyError, BuildError, TlsRoots};
+use crate::net::BodyError;
 use crate::outcome::{Failure, FailureReason, Observation};
 
 /// Body bytes kept for `expect.contains`.
@@ -23,14 +24,14 @@ pub struct HttpProbe {
 }
 
 impl HttpProbe {
-    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
         let base: &[_] = if config.body.is_some() {
             &[(http::header::CONTENT_TYPE, "application/json")]
         } else {
             &[]
         };
         Ok(HttpProbe {
-            endpoint: Endpoint::build(config, roots, base)?,
+            endpoint: Endpoint::build(config, &cx.roots, base)?,
             method: config.method.clone(),
             body: Bytes::from(config.body.clone().unwrap_or_default()),
         })

@@ -18,8 +18,42 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::config::{Kind, ProbeConfig, display_url};
-use crate::net::{BuildError, TlsRoots};
+use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
+use crate::payload::images::{ImageError, ImageStore};
+
+/// What building a probe needs besides its config: the TLS roots (loaded once) and the
+/// image store (shared, so each image is encoded once for all probes and reloads).
+#[derive(Clone)]
+pub struct BuildContext {
+    pub roots: TlsRoots,
+    pub images: Arc<ImageStore>,
+}
+
+impl BuildContext {
+    pub fn new() -> Self {
+        BuildContext {
+            roots: TlsRoots::system(),
+            images: Arc::new(ImageStore::default()),
+        }
+    }
+}
+
+impl Default for BuildContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Why a probe could not be built from a valid config (a CA file that does not parse,
+/// an image file that is not an image).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Client(#[from] crate::net::BuildError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+}
 
 /// The deadlines of one run. The probe takes its own start instant after preparing the
 /// request (so request building is never inside the measured time); the deadlines are
@@ -67,15 +101,15 @@ pub struct ReadyProbe {
 }
 
 impl ReadyProbe {
-    pub fn build(config: &ProbeConfig, location: &str, roots: &TlsRoots) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, location: &str, cx: &BuildContext) -> Result<Self, BuildError> {
         let probe = match config.kind {
             Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
-                AnyProbe::OpenAi(openai::OpenAiProbe::build(config, roots)?)
+                AnyProbe::OpenAi(openai::OpenAiProbe::build(config, cx)?)
             }
-            Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, roots)?),
-            Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, roots)?),
-            Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, roots)?),
-            Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, roots)?),
+            Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, cx)?),
+            Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, cx)?),
+            Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, cx)?),
+            Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, cx)?),
         };
         let identity = ProbeIdentity {
             name: config.name.clone(),

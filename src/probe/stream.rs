@@ -11,11 +11,15 @@ use bytes::Bytes;
 use http_body_util::Full;
 
 use super::framing::{Decoder, Event};
+use super::{BuildContext, BuildError};
 use super::{Redactor, RunContext};
 use crate::config::{Expect, ProbeConfig};
-use crate::net::{BodyError, BodyStream, BuildError, HttpClient, ResponseStream, TlsRoots};
+use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
+use crate::payload::Prompt;
 use crate::payload::PromptSet;
+use crate::payload::images::{Image, ImageSet, bucket_of};
+use std::sync::Arc;
 
 /// Largest single event (SSE event or NDJSON line) we accept. Real events are a few hundred bytes; a stream that
 /// never ends an event is a broken server, not a reason to grow without bound.
@@ -44,7 +48,7 @@ impl Endpoint {
         config: &ProbeConfig,
         roots: &TlsRoots,
         base: &[(http::HeaderName, &'static str)],
-    ) -> Result<Self, BuildError> {
+    ) -> Result<Self, crate::net::BuildError> {
         let mut headers = http::HeaderMap::new();
         headers.insert(
             http::header::USER_AGENT,
@@ -122,20 +126,32 @@ pub(crate) struct Generation {
     pub model: String,
     pub max_tokens: u32,
     pub prompts: PromptSet,
+    pub images: Option<ImageSet>,
 }
 
 impl Generation {
     pub fn build(
         config: &ProbeConfig,
-        roots: &TlsRoots,
+        cx: &BuildContext,
         base_headers: &[(http::HeaderName, &'static str)],
     ) -> Result<Self, BuildError> {
         Ok(Generation {
-            endpoint: Endpoint::build(config, roots, base_headers)?,
+            endpoint: Endpoint::build(config, &cx.roots, base_headers)?,
             model: config.model.clone().unwrap_or_default(),
             max_tokens: config.max_tokens,
             prompts: PromptSet::new(&config.prompts),
+            images: config
+                .images
+                .as_ref()
+                .map(|spec| ImageSet::build(spec, &cx.images))
+                .transpose()?,
         })
+    }
+
+    /// The next run's prompt and images (none for text-only probes).
+    pub fn next_input(&self) -> (&Prompt, Vec<Arc<Image>>) {
+        let images = self.images.as_ref().map(ImageSet::next).unwrap_or_default();
+        (self.prompts.next(), images)
     }
 
     /// One streamed generation, the way every LLM kind runs: send `body`, expect a 2xx
@@ -145,14 +161,15 @@ impl Generation {
         &self,
         cx: &RunContext,
         body: Bytes,
-        prompt_bucket: &'static str,
+        (prompt, images): (&Prompt, &[Arc<Image>]),
         framing: Framing,
         content_type: &str,
         parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
     ) -> Observation {
         let request = self.endpoint.request(&http::Method::POST, body);
         let mut obs = Observation::new(Instant::now());
-        obs.prompt_bucket = prompt_bucket;
+        obs.prompt_bucket = prompt.bucket.as_str();
+        obs.image_bucket = bucket_of(images);
         let Some(mut response) = self
             .endpoint
             .open(

@@ -11,9 +11,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use inferprobe::config;
-use inferprobe::net::TlsRoots;
 use inferprobe::outcome::Outcome;
-use inferprobe::probe::ReadyProbe;
+use inferprobe::probe::{BuildContext, ReadyProbe};
 use inferprobe::simulate::{self, Script, Simulator};
 
 pub async fn simulator(script: Script) -> Simulator {
@@ -30,7 +29,7 @@ pub fn build_probe(probe_yaml: &str) -> ReadyProbe {
     let text = format!("probes:\n{}", indent(probe_yaml));
     let config = config::parse(&text, Path::new("test.yaml"), &|name| std::env::var(name).ok())
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    ReadyProbe::build(&config.probes[0], "test", &TlsRoots::system()).unwrap()
+    ReadyProbe::build(&config.probes[0], "test", &BuildContext::new()).unwrap()
 }
 
 fn indent(yaml: &str) -> String {
