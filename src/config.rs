@@ -82,6 +82,8 @@ pub enum Kind {
     Tgi,
     #[serde(rename = "anthropic")]
     Anthropic,
+    #[serde(rename = "kserve_v2")]
+    KserveV2,
     #[serde(rename = "http")]
     Http,
 }
@@ -95,13 +97,14 @@ impl Kind {
             Kind::Ollama => "ollama",
             Kind::Tgi => "tgi",
             Kind::Anthropic => "anthropic",
+            Kind::KserveV2 => "kserve_v2",
             Kind::Http => "http",
         }
     }
 
     /// Kinds that stream generated tokens (and so have TTFT and prompts).
     pub fn is_llm(self) -> bool {
-        !matches!(self, Kind::Http)
+        !matches!(self, Kind::Http | Kind::KserveV2)
     }
 }
 
@@ -263,6 +266,58 @@ pub struct Images {
     pub per_run: usize,
     /// OpenAI's `detail` (`low`, `high`, `auto`), when set.
     pub detail: Option<String>,
+    /// `http` only: how the images travel.
+    pub upload: Upload,
+}
+
+/// How an `http` probe sends its images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upload {
+    /// `multipart/form-data`, one file part per image in the named field (TorchServe and
+    /// most FastAPI/Flask services read `data` or `file`).
+    Multipart { field: String },
+    /// The image file as the whole body, with its media type.
+    Raw,
+}
+
+/// Open Inference Protocol tensor datatypes.
+pub const TENSOR_DATATYPES: &[&str] = &[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
+    "BF16", "BYTES",
+];
+
+/// `kserve_v2`: the input tensor to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInput {
+    pub name: String,
+    pub datatype: String,
+    /// As sent; for image pixels, the size the image is resized to.
+    pub shape: Vec<i64>,
+    pub data: TensorData,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorData {
+    /// Numbers (or strings) given in the config, row-major.
+    Literal(Vec<serde_json::Value>),
+    /// The probe's image file as one base64 BYTES element, decoded by the model.
+    ImageBytes,
+    /// The probe's image decoded to RGB, resized to the shape and laid out as given;
+    /// UINT8 0-255, or FP32 0-1.
+    ImagePixels { channels_first: bool },
+}
+
+/// A regular expression from the config, compared by its source.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    pub source: String,
+    pub regex: regex::Regex,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
 }
 
 impl Kind {
@@ -270,7 +325,12 @@ impl Kind {
     pub fn takes_images(self) -> bool {
         matches!(
             self,
-            Kind::OpenAiChat | Kind::OpenAiResponses | Kind::Ollama | Kind::Anthropic | Kind::Http
+            Kind::OpenAiChat
+                | Kind::OpenAiResponses
+                | Kind::Ollama
+                | Kind::Anthropic
+                | Kind::KserveV2
+                | Kind::Http
         )
     }
 }
@@ -296,7 +356,7 @@ impl fmt::Debug for Secret {
 }
 
 /// What a run must show to count as a success, beyond a complete, well-formed response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Expect {
     /// Accepted statuses; empty means any 2xx.
     pub status: Vec<u16>,
@@ -305,6 +365,19 @@ pub struct Expect {
     pub min_output_tokens: u64,
     /// Output text (LLM kinds) or body (http) must contain this.
     pub contains: Option<String>,
+    /// ... and match this regular expression.
+    pub matches: Option<Pattern>,
+    /// ... and be valid JSON (for JSON-mode prompts).
+    pub json: bool,
+    /// The response must name the configured model.
+    pub model: bool,
+    /// `kserve_v2`: output tensors that must be present.
+    pub outputs: Vec<String>,
+    /// `kserve_v2`: the first output's shape.
+    pub output_shape: Option<Vec<i64>>,
+    /// `kserve_v2`: the predicted label (the value of a one-per-row output, or the index
+    /// of the largest score).
+    pub top_label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -338,6 +411,10 @@ pub struct ProbeConfig {
     pub max_response_bytes: u64,
     pub tls: TlsConfig,
     pub images: Option<Images>,
+    /// `kserve_v2`: the tensor to send, check the model's readiness first, outputs to ask for.
+    pub input: Option<TensorInput>,
+    pub ready_check: bool,
+    pub outputs: Vec<String>,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,
@@ -495,6 +572,9 @@ struct RawProbe {
     max_response_bytes: Option<u64>,
     tls: Option<RawTls>,
     images: Option<RawImages>,
+    input: Option<RawInput>,
+    ready_check: Option<bool>,
+    outputs: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -504,6 +584,8 @@ struct RawImages {
     files: Option<Vec<String>>,
     per_run: Option<usize>,
     detail: Option<String>,
+    upload: Option<String>,
+    field: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -522,6 +604,23 @@ struct RawExpect {
     non_empty: Option<bool>,
     min_output_tokens: Option<u64>,
     contains: Option<String>,
+    matches: Option<String>,
+    json: Option<bool>,
+    model: Option<bool>,
+    outputs: Option<Vec<String>>,
+    output_shape: Option<Vec<i64>>,
+    top_label: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInput {
+    name: String,
+    datatype: String,
+    shape: Vec<i64>,
+    data: Option<Vec<serde_json::Value>>,
+    image: Option<String>,
+    layout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -991,7 +1090,51 @@ impl Checker<'_> {
                 .min_output_tokens
                 .unwrap_or(if raw.kind.is_llm() { 1 } else { 0 }),
             contains: raw_expect.contains,
+            matches: raw_expect
+                .matches
+                .and_then(|source| match regex::Regex::new(&source) {
+                    Ok(regex) => Some(Pattern { source, regex }),
+                    Err(e) => {
+                        let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
+                        self.error(
+                            p,
+                            &key("expect.matches"),
+                            format!("not a valid regular expression: {first}"),
+                        );
+                        None
+                    }
+                }),
+            json: raw_expect.json.unwrap_or(false),
+            model: raw_expect.model.unwrap_or(false),
+            outputs: raw_expect.outputs.unwrap_or_default(),
+            output_shape: raw_expect.output_shape,
+            top_label: raw_expect.top_label.and_then(|v| match v {
+                serde_yaml::Value::String(s) => Some(s),
+                serde_yaml::Value::Number(n) => Some(n.to_string()),
+                serde_yaml::Value::Bool(b) => Some(b.to_string()),
+                _ => {
+                    self.error(p, &key("expect.top_label"), "must be a label or a number");
+                    None
+                }
+            }),
         };
+        let only_kserve = [
+            ("outputs", !expect.outputs.is_empty()),
+            ("output_shape", expect.output_shape.is_some()),
+            ("top_label", expect.top_label.is_some()),
+        ];
+        for (name, set) in only_kserve {
+            if set && raw.kind != Kind::KserveV2 {
+                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
+            }
+        }
+        if expect.model && (!raw.kind.is_llm() || raw.kind == Kind::Tgi) {
+            self.error(
+                p,
+                &key("expect.model"),
+                "only for kinds whose responses name the model (not tgi, http, kserve_v2)",
+            );
+        }
 
         let mut labels: BTreeMap<String, String> = defaults.map(|d| d.labels.clone()).unwrap_or_default();
         labels.extend(raw.labels);
@@ -1021,6 +1164,33 @@ impl Checker<'_> {
         });
 
         let images = raw.images.and_then(|i| self.images(p, prefix, raw.kind, i));
+        let input = self.tensor_input(p, prefix, raw.kind, raw.input, images.as_ref());
+        if raw.ready_check == Some(true)
+            && url
+                .as_ref()
+                .is_some_and(|u| !u.path().trim_end_matches('/').ends_with("/infer"))
+        {
+            self.error(
+                p,
+                &key("ready_check"),
+                "needs a url ending in /infer (the check asks .../ready)",
+            );
+        }
+        for (name, set) in [
+            ("ready_check", raw.ready_check.is_some()),
+            ("outputs", raw.outputs.is_some()),
+        ] {
+            if set && raw.kind != Kind::KserveV2 {
+                self.error(p, &key(name), "only for kind kserve_v2");
+            }
+        }
+        if raw.kind == Kind::Http && images.is_some() && raw.body.is_some() {
+            self.error(
+                p,
+                &key("body"),
+                "an http probe sends either `body` or `images`, not both",
+            );
+        }
 
         if self.errors.len() > errors_before {
             return None;
@@ -1050,6 +1220,132 @@ impl Checker<'_> {
                 server_name: tls.server_name,
             },
             images,
+            input,
+            ready_check: raw.ready_check.unwrap_or(false),
+            outputs: raw.outputs.unwrap_or_default(),
+        })
+    }
+
+    fn tensor_input(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        kind: Kind,
+        raw: Option<RawInput>,
+        images: Option<&Images>,
+    ) -> Option<TensorInput> {
+        let key = format!("{prefix}.input");
+        let Some(raw) = raw else {
+            if kind == Kind::KserveV2 {
+                self.error(probe, &key, "kind kserve_v2 needs an `input` tensor");
+            }
+            return None;
+        };
+        if kind != Kind::KserveV2 {
+            self.error(probe, &key, "only for kind kserve_v2");
+            return None;
+        }
+        let datatype = raw.datatype.to_ascii_uppercase();
+        if !TENSOR_DATATYPES.contains(&datatype.as_str()) {
+            self.error(
+                probe,
+                &format!("{key}.datatype"),
+                format!("`{}` is not one of {}", raw.datatype, TENSOR_DATATYPES.join(", ")),
+            );
+            return None;
+        }
+        if raw.shape.is_empty() || raw.shape.iter().any(|d| *d < 1) {
+            self.error(probe, &format!("{key}.shape"), "dimensions must be 1 or more");
+            return None;
+        }
+        let elements: i64 = raw.shape.iter().product();
+        let data = match (raw.data, raw.image.as_deref()) {
+            (Some(values), None) => {
+                if values.len() as i64 != elements {
+                    self.error(
+                        probe,
+                        &format!("{key}.data"),
+                        format!(
+                            "{} values for shape {:?}, which holds {elements}",
+                            values.len(),
+                            raw.shape
+                        ),
+                    );
+                    return None;
+                }
+                TensorData::Literal(values)
+            }
+            (None, Some(how)) => {
+                if images.is_none() {
+                    self.error(probe, &format!("{key}.image"), "set the probe's `images` to send");
+                    return None;
+                }
+                match how {
+                    "bytes" if datatype == "BYTES" => TensorData::ImageBytes,
+                    "bytes" => {
+                        self.error(
+                            probe,
+                            &format!("{key}.datatype"),
+                            "encoded image bytes travel as BYTES",
+                        );
+                        return None;
+                    }
+                    "pixels" => {
+                        let channels_first = match raw.layout.as_deref().unwrap_or("NHWC") {
+                            "NHWC" => false,
+                            "NCHW" => true,
+                            other => {
+                                self.error(
+                                    probe,
+                                    &format!("{key}.layout"),
+                                    format!("`{other}` is not NHWC or NCHW"),
+                                );
+                                return None;
+                            }
+                        };
+                        let channels = if channels_first {
+                            raw.shape.get(1)
+                        } else {
+                            raw.shape.get(3)
+                        };
+                        if raw.shape.len() != 4 || raw.shape[0] != 1 || channels != Some(&3) {
+                            self.error(
+                                probe,
+                                &format!("{key}.shape"),
+                                "pixels need a shape [1, H, W, 3] (NHWC) or [1, 3, H, W] (NCHW)",
+                            );
+                            return None;
+                        }
+                        if !matches!(datatype.as_str(), "UINT8" | "FP32") {
+                            self.error(
+                                probe,
+                                &format!("{key}.datatype"),
+                                "pixels travel as UINT8 (0-255) or FP32 (0-1)",
+                            );
+                            return None;
+                        }
+                        TensorData::ImagePixels { channels_first }
+                    }
+                    other => {
+                        self.error(
+                            probe,
+                            &format!("{key}.image"),
+                            format!("`{other}` is not bytes or pixels"),
+                        );
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.error(probe, &key, "set exactly one of `data` or `image`");
+                return None;
+            }
+        };
+        Some(TensorInput {
+            name: raw.name,
+            datatype,
+            shape: raw.shape,
+            data,
         })
     }
 
@@ -1137,10 +1433,46 @@ impl Checker<'_> {
                 );
             }
         }
+        let upload = match (raw.upload.as_deref(), kind) {
+            (None | Some("multipart"), Kind::Http) => Upload::Multipart {
+                field: raw.field.clone().unwrap_or_else(|| "data".to_owned()),
+            },
+            (Some("raw"), Kind::Http) => {
+                if per_run != 1 {
+                    self.error(
+                        probe,
+                        &format!("{key}.per_run"),
+                        "a raw upload sends exactly one image",
+                    );
+                }
+                Upload::Raw
+            }
+            (Some(other), Kind::Http) => {
+                self.error(
+                    probe,
+                    &format!("{key}.upload"),
+                    format!("`{other}` is not one of multipart, raw"),
+                );
+                Upload::Raw
+            }
+            (Some(_), _) => {
+                self.error(probe, &format!("{key}.upload"), "only for kind http");
+                Upload::Raw
+            }
+            (None, _) => Upload::Raw,
+        };
+        if raw.field.is_some() && !matches!(upload, Upload::Multipart { .. }) {
+            self.error(
+                probe,
+                &format!("{key}.field"),
+                "only for multipart uploads of kind http",
+            );
+        }
         (!sources.is_empty()).then_some(Images {
             sources,
             per_run,
             detail: raw.detail,
+            upload,
         })
     }
 

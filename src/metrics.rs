@@ -206,7 +206,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "phase",
-            "Connection phases of successful runs on new connections: dns, connect, tls (not by prompt bucket)",
+            "Phases of successful runs: dns, connect, tls (new connections), ready (a readiness check before the request); not by prompt bucket",
             Unit::Seconds,
             m.phase.clone(),
         );
@@ -287,6 +287,11 @@ impl Metrics {
             for g in &obs.chunk_gaps {
                 h.observe(g.as_secs_f64());
             }
+        }
+        if let Some(d) = obs.ready_check {
+            self.phase
+                .get_or_create(&probe.with("phase", "ready"))
+                .observe(d.as_secs_f64());
         }
         if !obs.connection_reused {
             for (name, d) in [("dns", obs.dns()), ("connect", obs.connect()), ("tls", obs.tls())] {

@@ -182,6 +182,8 @@ pub struct Observation {
     pub server_reported: Vec<(&'static str, Duration)>,
     /// `short`, `medium` or `long` for the prompt sent; `none` for probes without one.
     pub prompt_bucket: &'static str,
+    /// A readiness check made before the request (its own phase, outside `marks`).
+    pub ready_check: Option<Duration>,
     /// `small`, `medium`, `large` or `xlarge` for the largest image sent; `none`.
     pub image_bucket: &'static str,
     /// `Ok` for a successful run.
@@ -201,6 +203,7 @@ impl Observation {
             server_reported: Vec::new(),
             prompt_bucket: "none",
             image_bucket: "none",
+            ready_check: None,
             result: Ok(()),
         }
     }
@@ -323,6 +326,7 @@ impl Outcome {
             "dns_seconds": secs(o.dns()),
             "connect_seconds": secs(o.connect()),
             "tls_seconds": secs(o.tls()),
+            "ready_check_seconds": secs(o.ready_check),
             "ttfb_seconds": secs(o.ttfb()),
             "ttft_seconds": secs(o.ttft()),
             "tpot_seconds": secs(o.tpot()),

@@ -612,6 +612,7 @@ mod tests {
             ],
             per_run: 1,
             detail: None,
+            upload: crate::config::Upload::Raw,
         };
         let set = ImageSet::build(&spec, &store).unwrap();
         let names: Vec<_> = (0..3).map(|_| set.next()[0].name.clone()).collect();

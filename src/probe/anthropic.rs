@@ -126,6 +126,12 @@ struct StreamEvent {
     delta: Option<Delta>,
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
+    message: Option<StartedMessage>,
+}
+
+#[derive(Deserialize)]
+struct StartedMessage {
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -183,9 +189,10 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
                 }
             }
         }
+        "message_start" => facts.model = e.message.and_then(|m| m.model),
         "message_delta" => facts.output_tokens = e.usage.and_then(|u| u.output_tokens),
         "message_stop" => facts.done = true,
-        // message_start, content_block_start/stop, ping, and types added later.
+        // content_block_start/stop, ping, and types added later.
         _ => {}
     }
     Ok(facts)

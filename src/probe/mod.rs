@@ -9,6 +9,7 @@
 pub mod anthropic;
 pub mod framing;
 pub mod http;
+pub mod kserve_v2;
 pub mod ollama;
 pub mod openai;
 mod stream;
@@ -77,6 +78,7 @@ pub enum AnyProbe {
     Ollama(ollama::OllamaProbe),
     Tgi(tgi::TgiProbe),
     Anthropic(anthropic::AnthropicProbe),
+    Kserve(kserve_v2::KserveProbe),
     Http(http::HttpProbe),
 }
 
@@ -87,6 +89,7 @@ impl Probe for AnyProbe {
             AnyProbe::Ollama(p) => p.run(cx).await,
             AnyProbe::Tgi(p) => p.run(cx).await,
             AnyProbe::Anthropic(p) => p.run(cx).await,
+            AnyProbe::Kserve(p) => p.run(cx).await,
             AnyProbe::Http(p) => p.run(cx).await,
         }
     }
@@ -109,6 +112,7 @@ impl ReadyProbe {
             Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, cx)?),
             Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, cx)?),
             Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, cx)?),
+            Kind::KserveV2 => AnyProbe::Kserve(kserve_v2::KserveProbe::build(config, cx)?),
             Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, cx)?),
         };
         let identity = ProbeIdentity {

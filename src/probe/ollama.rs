@@ -116,6 +116,7 @@ struct Options {
 
 #[derive(Deserialize)]
 struct Line {
+    model: Option<String>,
     error: Option<serde_json::Value>,
     done: Option<bool>,
     /// /api/generate
@@ -165,6 +166,7 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
     let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
     let mut facts = EventFacts {
         done,
+        model: line.model,
         ..EventFacts::default()
     };
     if let Some(text) = &line.response {

@@ -230,6 +230,7 @@ struct StreamOptions {
 
 #[derive(Deserialize)]
 struct Chunk {
+    model: Option<String>,
     choices: Option<Vec<Choice>>,
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
@@ -302,6 +303,7 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
     }
     let mut facts = EventFacts {
         output_tokens: chunk.usage.and_then(|u| u.completion_tokens),
+        model: chunk.model,
         ..EventFacts::default()
     };
     for choice in chunk.choices.unwrap_or_default() {
@@ -349,7 +351,13 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             )
         })?;
     let delta = || v.get("delta").and_then(|d| d.as_str()).unwrap_or("");
-    let mut facts = EventFacts::default();
+    let mut facts = EventFacts {
+        model: v
+            .pointer("/response/model")
+            .and_then(|m| m.as_str())
+            .map(str::to_owned),
+        ..EventFacts::default()
+    };
     match kind {
         "response.output_text.delta" => facts.text = delta().to_owned(),
         "response.refusal.delta"

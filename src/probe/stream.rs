@@ -85,9 +85,24 @@ impl Endpoint {
 
     /// The request to send; built before a run's clock starts.
     pub fn request(&self, method: &http::Method, body: Bytes) -> http::Request<Full<Bytes>> {
+        self.build_request(method, http::Uri::from(self.path_and_query.clone()), body)
+    }
+
+    /// A request to another path on the same server (e.g. a readiness check).
+    pub fn request_to(&self, method: &http::Method, path: &str, body: Bytes) -> http::Request<Full<Bytes>> {
+        let uri = http::Uri::try_from(path).unwrap_or_else(|_| http::Uri::from(self.path_and_query.clone()));
+        self.build_request(method, uri, body)
+    }
+
+    fn build_request(
+        &self,
+        method: &http::Method,
+        uri: http::Uri,
+        body: Bytes,
+    ) -> http::Request<Full<Bytes>> {
         let mut request = http::Request::builder()
             .method(method.clone())
-            .uri(http::Uri::from(self.path_and_query.clone()))
+            .uri(uri)
             .body(Full::new(body))
             .expect("a request from valid parts");
         *request.headers_mut() = self.headers.clone();
@@ -204,8 +219,25 @@ impl Generation {
             &streamed.text,
             streamed.content_events > 0,
             obs.output_tokens,
-        );
+        )
+        .and_then(|()| check_model(&self.endpoint.expect, &self.model, streamed.model.as_deref()));
         obs
+    }
+}
+
+/// `expect.model`: the response must name the model we asked for.
+fn check_model(expect: &Expect, asked: &str, answered: Option<&str>) -> Result<(), Failure> {
+    match (expect.model, answered) {
+        (false, _) => Ok(()),
+        (true, Some(m)) if m == asked => Ok(()),
+        (true, Some(m)) => Err(Failure::new(
+            FailureReason::Assertion,
+            format!("expected model {asked:?}, the response names {m:?}"),
+        )),
+        (true, None) => Err(Failure::new(
+            FailureReason::Assertion,
+            "the response names no model",
+        )),
     }
 }
 
@@ -223,6 +255,8 @@ pub(crate) struct EventFacts {
     pub done: bool,
     /// Durations the server reported about itself, by stage.
     pub server_reported: Vec<(&'static str, std::time::Duration)>,
+    /// The model the server says answered, where the protocol names it.
+    pub model: Option<String>,
 }
 
 /// Sends the request, recording phases into `obs`. On failure `obs.result` is set and
@@ -386,12 +420,53 @@ fn check_content_type(stream: &ResponseStream<'_>, expected: &str, obs: &mut Obs
     false
 }
 
+/// Reads a whole (non-streamed) body to its end within the deadline and the byte cap,
+/// keeping its first `keep` bytes. Marks the end; the caller sets `obs.result`.
+pub(crate) async fn read_body(
+    body: &mut BodyStream<'_>,
+    keep: usize,
+    cx: &RunContext,
+    obs: &mut Observation,
+) -> Result<Vec<u8>, Failure> {
+    let mut kept = Vec::new();
+    let result = loop {
+        match tokio::time::timeout_at(cx.deadline, body.next()).await {
+            Err(_) => {
+                break Err(timeout_failure(
+                    FailureReason::TimeoutTotal,
+                    "body not complete",
+                    obs.marks.start,
+                    cx.deadline,
+                ));
+            }
+            Ok(Err(e @ BodyError::TooLarge { .. })) => {
+                break Err(Failure::new(FailureReason::InvalidResponse, e.to_string()));
+            }
+            Ok(Err(e @ BodyError::Broken(_))) => {
+                break Err(Failure::new(FailureReason::Truncated, e.to_string()));
+            }
+            Ok(Ok(None)) => {
+                obs.marks.end = Some(Instant::now());
+                break Ok(kept);
+            }
+            Ok(Ok(Some(chunk))) => {
+                let room = keep.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+        }
+    };
+    obs.bytes_received = body.received();
+    result
+}
+
 /// What a streamed response produced.
 #[derive(Debug, Default)]
 pub(crate) struct Streamed {
     /// Answer text, up to [`MAX_KEPT_TEXT`] bytes.
     pub text: String,
     pub content_events: u64,
+    /// The first model name the stream gave.
+    pub model: Option<String>,
 }
 
 /// How a streamed body is framed.
@@ -486,6 +561,9 @@ async fn read_events(
                 usage_tokens = facts.output_tokens;
             }
             obs.server_reported.extend(facts.server_reported);
+            if out.model.is_none() {
+                out.model = facts.model;
+            }
             if facts.done {
                 done = true;
                 break;
@@ -604,10 +682,10 @@ mod tests {
     #[test]
     fn output_checks() {
         let expect = Expect {
-            status: vec![],
             non_empty: true,
             min_output_tokens: 2,
             contains: Some("Paris".into()),
+            ..Expect::default()
         };
         assert_eq!(
             check_output(&expect, "", false, Some(0)).unwrap_err().reason,
