@@ -830,24 +830,7 @@ async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, di
             .unwrap_or(false),
     };
 
-    let draw = (splitmix64(script.seed ^ id.wrapping_mul(0x9e37_79b9)) >> 11) as f64 / (1u64 << 53) as f64;
-    let fault = script
-        .fault
-        .filter(|_| draw < script.fault_rate)
-        .map(|f| match f {
-            Fault::Mixed => {
-                const MIX: [Fault; 6] = [
-                    Fault::Http500,
-                    Fault::Http429,
-                    Fault::Truncate,
-                    Fault::InbandError,
-                    Fault::Garbage,
-                    Fault::Empty,
-                ];
-                MIX[(splitmix64(id ^ script.seed.rotate_left(17)) % MIX.len() as u64) as usize]
-            }
-            f => f,
-        });
+    let fault = draw_fault(&script, id);
     let mut record = SimRecord {
         id,
         path: request.path.clone(),
