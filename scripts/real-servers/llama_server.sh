@@ -107,28 +107,32 @@ do_start() {
 }
 
 do_python_start() {
-    "$PY" -c 'import llama_cpp.server' 2>/dev/null || {
+    local venv="$WORK/llama-py-venv"
+    if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import llama_cpp.server' 2>/dev/null; then
         need_tools
-        log "pip install llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION (compiles llama.cpp, 10-20 min)"
-        CMAKE_ARGS="-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON" \
-            "$PY" -m pip install -q "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION"
-    }
+        mkdir -p "$WORK"
+        "$PY" -m venv "$venv"
+        log "pip install llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION into $venv (compiles llama.cpp, 10-20 min)"
+        # Same reason as in do_build: the web UI download from Hugging Face must stay off.
+        CMAKE_ARGS="-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+            "$venv/bin/pip" install -q "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION"
+    fi
     [[ -s "$MODEL" ]] || do_model
     if [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
         log "already running (pid $(cat "$PIDFILE"))"; return
     fi
-    setsid nohup "$PY" -m llama_cpp.server --model "$MODEL" --model_alias "$MODEL_ALIAS" \
+    setsid nohup "$venv/bin/python" -m llama_cpp.server --model "$MODEL" --model_alias "$MODEL_ALIAS" \
         --host "$HOST" --port "$PORT" --n_ctx "$CTX" --n_threads 2 >"$LOG" 2>&1 < /dev/null &
     local pid=$!
     echo "$pid" >"$PIDFILE"
     # llama-cpp-python has no /health; poll /v1/models instead.
     for _ in $(seq 1 120); do
-        if curl -fsS -m 2 "http://$HOST:$PORT/v1/models" >/dev/null 2>&1; then
+        if curl -fsS -m 2 -o /dev/null "http://$HOST:$PORT/v1/models" 2>/dev/null; then
             log "ready on http://$HOST:$PORT (pid $pid, log $LOG)"; echo "$pid"; return 0; fi
         kill -0 "$pid" 2>/dev/null || { log "server exited; see $LOG"; tail -n 30 "$LOG" >&2; return 1; }
         sleep 0.5
     done
-    return 1
+    log "not ready after 60 s; see $LOG"; return 1
 }
 
 do_stop() {

@@ -52,6 +52,8 @@ do_start() {
     fi
     [[ -x "$VENV/bin/mlserver" ]] || do_install
     [[ -f "$REPO/digits/model.joblib" ]] || do_model
+    # MLServer writes .envs/ and .metrics/ into its working directory: keep them under $WORK.
+    cd "$WORK"
     setsid nohup "$VENV/bin/mlserver" start "$REPO" >"$LOG" 2>&1 < /dev/null &
     local pid=$!
     echo "$pid" >"$PIDFILE"
