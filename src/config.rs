@@ -30,7 +30,13 @@ pub const DEFAULT_MAX_TOKENS: u32 = 64;
 /// Cap on response bytes read per run: far above any probe answer, small enough that an
 /// endless body cannot hurt the agent.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+/// Longest interval or timeout: beyond a week a probe is not monitoring anything, and
+/// instants that far out risk overflow.
+const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Largest response cap: 1 GiB.
+const MAX_RESPONSE_BYTES: u64 = 1 << 30;
+/// Largest tensor we build from a config (elements), and image side for pixels.
+const MAX_TENSOR_ELEMENTS: i64 = 64 * 1024 * 1024;
 /// User labels per probe: each one multiplies every series, so keep few.
 const MAX_LABELS: usize = 10;
 const MAX_LABEL_VALUE_LEN: usize = 64;
@@ -1144,8 +1150,12 @@ impl Checker<'_> {
             .max_response_bytes
             .or(defaults.map(|d| d.max_response_bytes))
             .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
-        if max_response_bytes < 1024 {
-            self.error(p, &key("max_response_bytes"), "must be at least 1024");
+        if !(1024..=MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
+            self.error(
+                p,
+                &key("max_response_bytes"),
+                "must be between 1024 and 1073741824 (1 GiB)",
+            );
         }
 
         let tls = raw.tls.unwrap_or_default();
@@ -1258,7 +1268,15 @@ impl Checker<'_> {
             self.error(probe, &format!("{key}.shape"), "dimensions must be 1 or more");
             return None;
         }
-        let elements: i64 = raw.shape.iter().product();
+        let elements = raw.shape.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
+        let Some(elements) = elements.filter(|e| *e <= MAX_TENSOR_ELEMENTS) else {
+            self.error(
+                probe,
+                &format!("{key}.shape"),
+                format!("more than {MAX_TENSOR_ELEMENTS} elements"),
+            );
+            return None;
+        };
         let data = match (raw.data, raw.image.as_deref()) {
             (Some(values), None) => {
                 if values.len() as i64 != elements {
@@ -1360,6 +1378,9 @@ impl Checker<'_> {
             return None;
         }
         let mut sources = Vec::new();
+        if raw.builtin.as_ref().is_some_and(Vec::is_empty) || raw.files.as_ref().is_some_and(Vec::is_empty) {
+            self.error(probe, &key, "an empty list of images");
+        }
         for (i, name) in raw.builtin.iter().flatten().enumerate() {
             match BUILTIN_IMAGES.iter().find(|b| b.name == name) {
                 Some(b) => sources.push(ImageSource::Builtin(*b)),
@@ -1480,6 +1501,10 @@ impl Checker<'_> {
         match humantime::parse_duration(s.trim()) {
             Ok(d) if d.is_zero() => {
                 self.error(probe, key, "must be longer than zero");
+                None
+            }
+            Ok(d) if d > MAX_DURATION => {
+                self.error(probe, key, "must be at most 7 days");
                 None
             }
             Ok(d) => Some(d),

@@ -25,10 +25,42 @@ use crate::outcome::{Outcome, ProbeIdentity};
 /// copy of the label strings per series would cost megabytes) plus up to three
 /// per-series labels from closed sets (prompt_bucket, image_bucket, result, reason,
 /// phase, stage).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone)]
 struct Labels {
     probe: Arc<ProbeIdentity>,
     extra: [(&'static str, &'static str); 4],
+}
+
+/// The exported parts of a series' labels.
+type LabelKey<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a [(String, String)],
+    &'a [(&'static str, &'static str); 4],
+);
+
+impl Labels {
+    /// What is exported, and so what tells two series apart (the endpoint is not).
+    fn key(&self) -> LabelKey<'_> {
+        let p = &*self.probe;
+        (&p.name, p.kind, &p.model, &p.location, &p.labels, &self.extra)
+    }
+}
+
+impl PartialEq for Labels {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Labels {}
+
+impl std::hash::Hash for Labels {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
 }
 
 impl Labels {
@@ -316,8 +348,8 @@ impl Metrics {
         self.skipped.get_or_create(&Labels::probe(probe)).inc_by(ticks);
     }
 
-    /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone,
-    /// so a deleted probe does not stay `up == 0` (and alerting) forever.
+    /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone
+    /// or changed, so a deleted probe does not stay `up == 0` (and alerting) forever.
     pub fn configured(&self, probes: usize, removed: &[Arc<ProbeIdentity>]) {
         self.probes.set(probes as i64);
         for p in removed {
@@ -402,6 +434,23 @@ mod tests {
         assert!(text.contains(
             r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 0"#
         ));
+    }
+
+    #[test]
+    fn series_are_told_apart_by_exported_labels_only() {
+        let m = Metrics::new();
+        let a = outcome(None);
+        let mut b = outcome(None);
+        // Same labels, another endpoint (not a label): one series, counted twice.
+        b.probe = Arc::new(ProbeIdentity {
+            endpoint: "http://elsewhere/".into(),
+            ..(*a.probe).clone()
+        });
+        m.record(&a);
+        m.record(&b);
+        let text = m.render_text();
+        assert_eq!(text.matches("inferprobe_up{").count(), 1, "{text}");
+        assert!(text.contains(r#"result="success",reason="none"} 2"#));
     }
 
     #[test]

@@ -344,3 +344,39 @@ async fn once_succeeds_for_every_kind_with_images_against_the_simulator() {
     assert_eq!(bucket("kserve-pixels"), "small");
     assert_eq!(bucket("completions"), "none");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_probe_removed_while_its_run_is_in_flight_leaves_no_series_behind() {
+    let sim = simulator(Script::default()).await;
+    let both = format!(
+        "agent: {{location: t}}\ndefaults: {{interval: 2s, timeout: 1900ms}}\nprobes:\n  - name: slow\n    kind: openai_chat\n    url: http://{0}/v1/chat/completions?ttft=1200ms&tokens=2\n    model: m\n  - name: fast\n    kind: http\n    url: http://{0}/health\n",
+        sim.addr
+    );
+    let path = temp_config("remove-in-flight", &both);
+    let mut d = Daemon::start(&path, &[]);
+    d.wait_for_log("\"probe\":\"slow\"", Duration::from_secs(10));
+    // The next slow run starts 2 s after the last one began, i.e. about 0.8 s from now;
+    // remove the probe while it is in flight.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let only_fast = both.split("  - name: slow").next().unwrap().to_owned()
+        + &both
+            .split("  - name: fast")
+            .nth(1)
+            .map(|rest| format!("  - name: fast{rest}"))
+            .unwrap();
+    std::fs::write(&path, only_fast).unwrap();
+    d.signal("HUP");
+    d.wait_for_log("Configuration reloaded.", Duration::from_secs(5));
+    // Let the run in flight finish and be reported.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let text = d.metrics();
+    assert_eq!(metric_sum(&text, "inferprobe_up", &["probe=\"slow\""]), 0.0);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("inferprobe_up{probe=\"slow\"")),
+        "{text}"
+    );
+    let (_, _, api) = http_get(&d.addr, "/api/v1/probes", None);
+    assert!(!api.contains("\"slow\""), "{api}");
+}

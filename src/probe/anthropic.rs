@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::framing::Event;
 use super::stream::{self, EventFacts, Framing, Generation};
 use super::{BuildContext, BuildError};
-use super::{Probe, RunContext};
+use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
 use crate::outcome::{Failure, FailureReason, Observation};
 
@@ -39,7 +39,7 @@ impl AnthropicProbe {
 }
 
 impl Probe for AnthropicProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         let g = &self.generation;
         let (prompt, images) = g.next_input();
         let content = if images.is_empty() {
@@ -71,7 +71,7 @@ impl Probe for AnthropicProbe {
         })
         .expect("plain structs serialize");
         g.run(
-            cx,
+            limits,
             Bytes::from(body),
             (prompt, &images),
             Framing::Sse,

@@ -3,15 +3,13 @@
 //! `expect.status` lists others), a body read to its end within the cap, and the optional
 //! `expect.contains` text in it. TTFB is the response head; total is the last body byte.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 
 use std::sync::Arc;
 
 use super::stream::{self, Endpoint};
 use super::{BuildContext, BuildError};
-use super::{Probe, RunContext};
+use super::{Probe, RunLimits};
 use crate::config::{ProbeConfig, Upload};
 use crate::outcome::{FailureReason, Observation};
 use crate::payload::images::{Image, ImageSet, bucket_of};
@@ -62,7 +60,7 @@ impl HttpProbe {
 }
 
 impl Probe for HttpProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         let (body, images) = match &self.uploads {
             None => (self.body.clone(), Vec::new()),
             Some((set, upload)) => {
@@ -77,7 +75,8 @@ impl Probe for HttpProbe {
                 http::HeaderValue::from_static(image.media_type),
             );
         }
-        let mut obs = Observation::new(Instant::now());
+        let cx = &limits.start();
+        let mut obs = Observation::new(cx.start);
         obs.image_bucket = bucket_of(&images);
         let Some(mut response) = self
             .endpoint
@@ -92,6 +91,7 @@ impl Probe for HttpProbe {
             let text = String::from_utf8_lossy(&kept);
             stream::check_output(&self.endpoint.expect, &text, obs.bytes_received > 0, None)
         });
+        self.endpoint.redact(&mut obs);
         obs
     }
 }

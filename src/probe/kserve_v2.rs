@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::stream::{self, Endpoint};
-use super::{BuildContext, BuildError, Probe, RunContext};
+use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
 use crate::config::{Expect, ProbeConfig, TensorData, TensorInput};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{Image, ImageError, ImageSet, bucket_of};
@@ -140,7 +140,7 @@ fn image_tensor_data(input: &TensorInput, image: &Image) -> Result<serde_json::V
 }
 
 impl Probe for KserveProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         let (body, bucket) =
             self.bodies[self.next.fetch_add(1, Ordering::Relaxed) % self.bodies.len()].clone();
         let ready = self
@@ -148,15 +148,19 @@ impl Probe for KserveProbe {
             .as_ref()
             .map(|path| self.endpoint.request_to(&http::Method::GET, path, Bytes::new()));
         let request = self.endpoint.request(&http::Method::POST, body);
+        // One budget for the readiness check and the inference together.
+        let cx = &limits.start();
 
         if let Some(ready) = ready {
-            let mut check = Observation::new(Instant::now());
+            let mut check = Observation::new(cx.start);
             let opened = self
                 .endpoint
                 .open(ready, cx, &mut check, cx.deadline, FailureReason::TimeoutTotal)
                 .await;
-            if let Some(mut response) = opened {
-                let _ = stream::read_body(&mut response.body, 0, cx, &mut check).await;
+            if let Some(mut response) = opened
+                && let Err(f) = stream::read_body(&mut response.body, 0, cx, &mut check).await
+            {
+                check.result = Err(f);
             }
             let mut obs = Observation::new(Instant::now());
             obs.image_bucket = bucket;
@@ -174,7 +178,7 @@ impl Probe for KserveProbe {
             }
             return self.infer(request, cx, obs).await;
         }
-        let mut obs = Observation::new(Instant::now());
+        let mut obs = Observation::new(cx.start);
         obs.image_bucket = bucket;
         self.infer(request, cx, obs).await
     }
@@ -204,6 +208,7 @@ impl KserveProbe {
             }
         };
         obs.result = check_response(&body, &self.endpoint.expect);
+        self.endpoint.redact(&mut obs);
         obs
     }
 }

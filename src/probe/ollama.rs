@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::framing::Event;
 use super::stream::{EventFacts, Framing, Generation};
 use super::{BuildContext, BuildError};
-use super::{Probe, RunContext};
+use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::Image;
@@ -67,12 +67,12 @@ impl OllamaProbe {
 }
 
 impl Probe for OllamaProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(&prompt.text, &images);
         self.generation
             .run(
-                cx,
+                limits,
                 body,
                 (prompt, &images),
                 Framing::Ndjson,

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::framing::Event;
 use super::stream::{self, EventFacts, Framing, Generation};
 use super::{BuildContext, BuildError};
-use super::{Probe, RunContext};
+use super::{Probe, RunLimits};
 use crate::config::{Kind, ProbeConfig};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{DataUrl, Image};
@@ -121,13 +121,13 @@ impl OpenAiProbe {
 }
 
 impl Probe for OpenAiProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(&prompt.text, &images);
         let api = self.api;
         self.generation
             .run(
-                cx,
+                limits,
                 body,
                 (prompt, &images),
                 Framing::Sse,
@@ -333,6 +333,9 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             done: true,
             ..EventFacts::default()
         });
+    }
+    if data.is_empty() {
+        return Ok(EventFacts::default());
     }
     let v: serde_json::Value = serde_json::from_str(data).map_err(|e| {
         Failure::new(

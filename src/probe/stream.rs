@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 
 use super::framing::{Decoder, Event};
-use super::{BuildContext, BuildError};
+use super::{BuildContext, BuildError, RunLimits};
 use super::{Redactor, RunContext};
 use crate::config::{Expect, ProbeConfig};
 use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream, TlsRoots};
@@ -81,6 +81,13 @@ impl Endpoint {
             max_response_bytes: config.max_response_bytes,
             redactor: Redactor::new(config),
         })
+    }
+
+    /// Failure messages may quote what the server sent, which may echo credentials.
+    pub fn redact(&self, obs: &mut Observation) {
+        if let Err(f) = &mut obs.result {
+            f.message = self.redactor.clean(&f.message);
+        }
     }
 
     /// The request to send; built before a run's clock starts.
@@ -174,7 +181,7 @@ impl Generation {
     /// apply the `expect` checks. The clock starts after the request is built.
     pub async fn run(
         &self,
-        cx: &RunContext,
+        limits: &RunLimits,
         body: Bytes,
         (prompt, images): (&Prompt, &[Arc<Image>]),
         framing: Framing,
@@ -182,7 +189,8 @@ impl Generation {
         parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
     ) -> Observation {
         let request = self.endpoint.request(&http::Method::POST, body);
-        let mut obs = Observation::new(Instant::now());
+        let cx = &limits.start();
+        let mut obs = Observation::new(cx.start);
         obs.prompt_bucket = prompt.bucket.as_str();
         obs.image_bucket = bucket_of(images);
         let Some(mut response) = self
@@ -221,6 +229,7 @@ impl Generation {
             obs.output_tokens,
         )
         .and_then(|()| check_model(&self.endpoint.expect, &self.model, streamed.model.as_deref()));
+        self.endpoint.redact(&mut obs);
         obs
     }
 }
@@ -338,7 +347,11 @@ async fn check_status(
     {
         message.push_str(&format!(" (Retry-After: {after})"));
     }
-    let body = read_prefix(&mut stream.body, MAX_ERROR_BODY, cx.deadline).await;
+    // The message is a nicety: never let a slow error body hold the run long.
+    let wait = cx
+        .deadline
+        .min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
+    let body = read_prefix(&mut stream.body, MAX_ERROR_BODY, wait).await;
     if let Some(detail) = error_detail(&body) {
         message.push_str(": ");
         message.push_str(&redactor.clean(&detail));
@@ -467,6 +480,7 @@ pub(crate) struct Streamed {
     pub content_events: u64,
     /// The first model name the stream gave.
     pub model: Option<String>,
+    text_capped: bool,
 }
 
 /// How a streamed body is framed.
@@ -553,8 +567,14 @@ async fn read_events(
             };
             if !facts.text.is_empty() || facts.other_output {
                 record_content(obs, &mut out, at);
-                if out.text.len() + facts.text.len() <= MAX_KEPT_TEXT {
-                    out.text.push_str(&facts.text);
+                // Stop keeping text at the cap (rather than skip one large piece and
+                // keep later ones): `contains` must never see text with holes.
+                if !out.text_capped {
+                    if out.text.len() + facts.text.len() <= MAX_KEPT_TEXT {
+                        out.text.push_str(&facts.text);
+                    } else {
+                        out.text_capped = true;
+                    }
                 }
             }
             if facts.output_tokens.is_some() {
@@ -586,10 +606,17 @@ async fn read_events(
     Some(out)
 }
 
+/// Chunk gaps kept per run: thousands of tokens is far beyond a probe's answer, and the
+/// outcome is kept in memory.
+const MAX_CHUNK_GAPS: usize = 10_000;
+
 fn record_content(obs: &mut Observation, out: &mut Streamed, at: Instant) {
     match obs.marks.last_token {
         None => obs.marks.first_token = Some(at),
-        Some(prev) => obs.chunk_gaps.push(at.saturating_duration_since(prev)),
+        Some(prev) if obs.chunk_gaps.len() < MAX_CHUNK_GAPS => {
+            obs.chunk_gaps.push(at.saturating_duration_since(prev))
+        }
+        Some(_) => {}
     }
     obs.marks.last_token = Some(at);
     out.content_events += 1;
@@ -616,6 +643,12 @@ pub(crate) fn check_output(
     any_output: bool,
     tokens: Option<u64>,
 ) -> Result<(), Failure> {
+    let assertion = |what: String| {
+        Err(Failure::new(
+            FailureReason::Assertion,
+            format!("{what}; it starts {:?}", one_line(text, 80)),
+        ))
+    };
     if expect.non_empty && !any_output {
         return Err(Failure::new(
             FailureReason::EmptyOutput,
@@ -636,13 +669,17 @@ pub(crate) fn check_output(
     if let Some(needle) = &expect.contains
         && !text.contains(needle.as_str())
     {
-        return Err(Failure::new(
-            FailureReason::Assertion,
-            format!(
-                "expected the output to contain {needle:?}; it starts {:?}",
-                one_line(text, 80)
-            ),
-        ));
+        return assertion(format!("expected the output to contain {needle:?}"));
+    }
+    if let Some(pattern) = &expect.matches
+        && !pattern.regex.is_match(text)
+    {
+        return assertion(format!("expected the output to match /{}/", pattern.source));
+    }
+    if expect.json
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(text.trim())
+    {
+        return assertion(format!("expected JSON output ({e})"));
     }
     Ok(())
 }
@@ -669,6 +706,49 @@ mod tests {
             assert_eq!(error_detail(body.as_bytes()).as_deref(), Some(*want));
         }
         assert_eq!(error_detail(b"  "), None);
+    }
+
+    #[test]
+    fn regex_and_json_expectations() {
+        let regex = regex::Regex::new("(?i)^open").unwrap();
+        let expect = Expect {
+            matches: Some(crate::config::Pattern {
+                source: "(?i)^open".into(),
+                regex,
+            }),
+            ..Expect::default()
+        };
+        assert!(check_output(&expect, "Open 24h", true, None).is_ok());
+        let f = check_output(&expect, "closed", true, None).unwrap_err();
+        assert_eq!(f.reason, FailureReason::Assertion);
+        assert!(f.message.contains("/(?i)^open/"), "{}", f.message);
+
+        let json = Expect {
+            json: true,
+            ..Expect::default()
+        };
+        assert!(check_output(&json, " {\"answer\": 4} ", true, None).is_ok());
+        assert_eq!(
+            check_output(&json, "{answer: 4", true, None).unwrap_err().reason,
+            FailureReason::Assertion
+        );
+    }
+
+    #[test]
+    fn model_echo() {
+        let expect = Expect {
+            model: true,
+            ..Expect::default()
+        };
+        assert!(check_model(&expect, "m", Some("m")).is_ok());
+        assert!(
+            check_model(&expect, "m", Some("other"))
+                .unwrap_err()
+                .message
+                .contains("\"other\"")
+        );
+        assert!(check_model(&expect, "m", None).is_err());
+        assert!(check_model(&Expect::default(), "m", None).is_ok());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::framing::Event;
 use super::stream::{EventFacts, Framing, Generation};
 use super::{BuildContext, BuildError};
-use super::{Probe, RunContext};
+use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
 use crate::outcome::{Failure, FailureReason, Observation};
 
@@ -36,7 +36,7 @@ impl TgiProbe {
 }
 
 impl Probe for TgiProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
         let body = serde_json::to_vec(&Request {
             inputs: &prompt.text,
@@ -48,7 +48,7 @@ impl Probe for TgiProbe {
         .expect("plain structs serialize");
         self.generation
             .run(
-                cx,
+                limits,
                 Bytes::from(body),
                 (prompt, &images),
                 Framing::Sse,
