@@ -70,9 +70,13 @@ pub fn machine() -> String {
         .unwrap_or_else(|| "unknown".into());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let date = command_output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]);
+    // The machine is shared: the load average at the start says how quiet it was.
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
     format!(
-        "nproc={nproc}, cpu=\"{cpu}\", kernel={}, date={date}",
-        kernel.trim()
+        "nproc={nproc}, cpu=\"{cpu}\", kernel={}, date={date}, loadavg={}",
+        kernel.trim(),
+        load.join(" ")
     )
 }
 
