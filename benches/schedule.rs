@@ -76,10 +76,44 @@ fn main() {
         let sim_addr = format!("127.0.0.1:{sim_port}").parse().expect("addr");
         common::wait_http_ok(sim_addr, "/health", Duration::from_secs(10)).await;
         sim.assert_alive(&sim_log);
+        timer_floor(if quick {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_secs(10)
+        })
+        .await;
         run(sim_port, interval, duration).await;
         sim.assert_alive(&sim_log);
     });
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The runtime's own floor: 1,000 bare `sleep_until`s spread over `span`, no probe work.
+/// tokio's timer rounds a deadline up to the next millisecond tick and parks the thread
+/// for whole milliseconds, so lateness of up to ~2 ms is the runtime, not the scheduler.
+async fn timer_floor(span: Duration) {
+    let t0 = tokio::time::Instant::now() + Duration::from_millis(10);
+    let tasks: Vec<_> = (0..PROBES as u64)
+        .map(|i| {
+            // Spread evenly, with a sub-millisecond phase that varies between tasks.
+            let at = t0 + span.mul_f64(i as f64 / PROBES as f64) + Duration::from_micros((i * 7919) % 1000);
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at).await;
+                at.elapsed().as_secs_f64() * 1e3
+            })
+        })
+        .collect();
+    let mut late = Vec::new();
+    for t in tasks {
+        late.push(t.await.expect("timer task"));
+    }
+    let s = summarize(&late);
+    println!(
+        "runtime timer floor (1,000 bare sleep_until over {span:?}, no probe work) ms: p50 {} p99 {} max {}",
+        f(s.median, 3),
+        f(s.p99, 3),
+        f(s.max, 3)
+    );
 }
 
 struct Spawned {
