@@ -74,6 +74,14 @@ pub enum Kind {
     OpenAiChat,
     #[serde(rename = "openai_completions")]
     OpenAiCompletions,
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    #[serde(rename = "ollama")]
+    Ollama,
+    #[serde(rename = "tgi")]
+    Tgi,
+    #[serde(rename = "anthropic")]
+    Anthropic,
     #[serde(rename = "http")]
     Http,
 }
@@ -83,13 +91,17 @@ impl Kind {
         match self {
             Kind::OpenAiChat => "openai_chat",
             Kind::OpenAiCompletions => "openai_completions",
+            Kind::OpenAiResponses => "openai_responses",
+            Kind::Ollama => "ollama",
+            Kind::Tgi => "tgi",
+            Kind::Anthropic => "anthropic",
             Kind::Http => "http",
         }
     }
 
     /// Kinds that stream generated tokens (and so have TTFT and prompts).
     pub fn is_llm(self) -> bool {
-        matches!(self, Kind::OpenAiChat | Kind::OpenAiCompletions)
+        !matches!(self, Kind::Http)
     }
 }
 
@@ -451,7 +463,17 @@ struct Defaults {
 
 impl Checker<'_> {
     fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
-        let (line, column) = self.index.locate(key);
+        let position = self.index.locate(key);
+        self.error_at(position, probe, key, message);
+    }
+
+    fn error_at(
+        &mut self,
+        (line, column): (usize, usize),
+        probe: Option<&str>,
+        key: &str,
+        message: impl Into<String>,
+    ) {
         self.errors.push(ConfigError {
             file: self.file.clone(),
             line,
@@ -465,25 +487,43 @@ impl Checker<'_> {
     /// Deserializes one section, turning serde's message into a positioned error.
     fn section<T: serde::de::DeserializeOwned>(
         &mut self,
-        value: Value,
+        mut value: Value,
         prefix: &str,
         probe: Option<&str>,
     ) -> Option<T> {
-        match serde_path_to_error::deserialize::<_, T>(value) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                let inner = e.path().to_string();
-                let mut key = join_path(prefix, if inner == "." { "" } else { &inner });
-                let mut message = strip_location(&e.into_inner().to_string());
-                if let Some((unknown, expected)) = parse_unknown_field(&message) {
-                    key = join_path(&key_parent(&key, &unknown), &unknown);
-                    message = match suggest(&unknown, &expected) {
-                        Some(s) => format!("unknown key `{unknown}`; did you mean `{s}`?"),
-                        None => format!("unknown key `{unknown}`; expected one of {}", expected.join(", ")),
-                    };
-                }
+        // serde stops at the first unknown key; drop it and try again, so that every
+        // misspelt key of the section is reported at once.
+        let mut unknown_keys = 0;
+        loop {
+            let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+                Ok(v) if unknown_keys == 0 => return Some(v),
+                Ok(_) => return None,
+                Err(e) => e,
+            };
+            let inner = e.path().to_string();
+            let key = join_path(prefix, if inner == "." { "" } else { &inner });
+            // In YAML words: keys and values, not fields and variants.
+            let message = strip_location(&e.into_inner().to_string())
+                .replace("missing field", "missing key")
+                .replace("unknown variant", "unknown value");
+            let Some((unknown, expected)) = parse_unknown_field(&message) else {
                 self.error(probe, &key, message);
-                None
+                return None;
+            };
+            let parent = key_parent(&key, &unknown);
+            let message = match suggest(&unknown, &expected) {
+                Some(s) => format!("unknown key `{unknown}`; did you mean `{s}`?"),
+                None => format!("unknown key `{unknown}`; expected one of {}", expected.join(", ")),
+            };
+            let path = join_path(&parent, &unknown);
+            self.error_at(self.index.locate_key(&path), probe, &path, message);
+            unknown_keys += 1;
+            let within = parent
+                .strip_prefix(prefix)
+                .unwrap_or(&parent)
+                .trim_start_matches('.');
+            if unknown_keys > 50 || !remove_key(&mut value, within, &unknown) {
+                return None;
             }
         }
     }
@@ -510,7 +550,7 @@ impl Checker<'_> {
                         Some(s) => format!("unknown key `{other}`; did you mean `{s}`?"),
                         None => format!("unknown key `{other}`; expected one of agent, defaults, probes"),
                     };
-                    self.error(None, other, message);
+                    self.error_at(self.index.locate_key(other), None, other, message);
                 }
                 None => self.error(None, "", "top-level keys must be strings"),
             }
@@ -658,11 +698,17 @@ impl Checker<'_> {
                     expr: expr.clone(),
                     schedule: Box::new(s),
                 }),
-                Err(e) => {
+                Err(_) => {
+                    let fields = expr.split_whitespace().count();
+                    let hint = if fields == 5 {
+                        format!("5 fields; add a seconds field first, e.g. `0 {expr}`")
+                    } else {
+                        "6 or 7 fields, seconds first, e.g. `0/30 * * * * *`".to_owned()
+                    };
                     self.error(
                         p,
                         &key("schedule"),
-                        format!("invalid cron expression `{expr}`: {e} (6 or 7 fields, seconds first, e.g. \"0/30 * * * * *\")"),
+                        format!("invalid cron expression `{expr}` ({hint})"),
                     );
                     None
                 }
@@ -848,7 +894,7 @@ impl Checker<'_> {
                 self.error(
                     p,
                     &key("tls.ca_file"),
-                    format!("no such file: {}", path.display()),
+                    format!("no such file: `{f}` (relative to this file)"),
                 );
                 None
             }
@@ -892,6 +938,9 @@ impl Checker<'_> {
             }
             Ok(d) => Some(d),
             Err(e) => {
+                // humantime lists every unit it knows; keep the first clause.
+                let e = e.to_string();
+                let e = e.split(", supported").next().unwrap_or_default();
                 self.error(
                     probe,
                     key,
@@ -981,7 +1030,7 @@ impl Checker<'_> {
                     self.error(
                         probe,
                         &format!("{key}.file"),
-                        format!("cannot read {}: {e}", path.display()),
+                        format!("cannot read `{file}` (relative to this file): {e}"),
                     );
                     return None;
                 }
@@ -1044,7 +1093,8 @@ impl Checker<'_> {
     }
 }
 
-/// Replaces `${NAME}` with `env(NAME)`; `$$` is a literal `$`.
+/// Replaces `${NAME}` with `env(NAME)`, `${NAME:-default}` with the default when NAME is
+/// unset or empty; `$$` is a literal `$`.
 pub fn substitute_env(template: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
@@ -1058,7 +1108,10 @@ pub fn substitute_env(template: &str, env: &dyn Fn(&str) -> Option<String>) -> R
             let Some(end) = r.find('}') else {
                 return Err("unterminated `${` (write `$$` for a literal `$`)".into());
             };
-            let name = &r[..end];
+            let (name, default) = match r[..end].split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (&r[..end], None),
+            };
             let valid = name
                 .chars()
                 .next()
@@ -1069,9 +1122,10 @@ pub fn substitute_env(template: &str, env: &dyn Fn(&str) -> Option<String>) -> R
                     "`${{{name}}}` is not a valid environment variable reference"
                 ));
             }
-            match env(name) {
-                Some(v) => out.push_str(&v),
-                None => return Err(format!("environment variable {name} is not set")),
+            match (env(name).filter(|v| !v.is_empty() || default.is_none()), default) {
+                (Some(v), _) => out.push_str(&v),
+                (None, Some(d)) => out.push_str(d),
+                (None, None) => return Err(format!("environment variable {name} is not set")),
             }
             rest = &r[end + 1..];
         } else {
@@ -1127,6 +1181,29 @@ fn join_path(prefix: &str, inner: &str) -> String {
         (false, false) if inner.starts_with('[') => format!("{prefix}{inner}"),
         (false, false) => format!("{prefix}.{inner}"),
     }
+}
+
+/// Removes `key` from the mapping at `path` (dotted, with `[i]` for list items) inside
+/// `value`. Returns whether it was there.
+fn remove_key(value: &mut Value, path: &str, key: &str) -> bool {
+    let mut node = value;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, index) = match part.split_once('[') {
+            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        if !name.is_empty() {
+            let Some(next) = node.get_mut(name) else {
+                return false;
+            };
+            node = next;
+        }
+        if let Some(i) = index {
+            let Some(next) = node.get_mut(i) else { return false };
+            node = next;
+        }
+    }
+    node.as_mapping_mut().and_then(|m| m.remove(key)).is_some()
 }
 
 /// serde_path_to_error's path for an unknown field may or may not end in the field
@@ -1186,6 +1263,8 @@ fn strip_location(message: &str) -> String {
 #[derive(Debug, Default)]
 pub struct PositionIndex {
     positions: HashMap<String, (usize, usize)>,
+    /// Where each mapping key itself stands (for "unknown key" errors).
+    keys: HashMap<String, (usize, usize)>,
 }
 
 impl PositionIndex {
@@ -1203,6 +1282,7 @@ impl PositionIndex {
             },
         }
         let mut positions = HashMap::new();
+        let mut keys = HashMap::new();
         let mut stack: Vec<Frame> = Vec::new();
         let mut parser = Parser::new_from_str(text);
         // The path of the node that starts now, consuming a key slot or a sequence slot.
@@ -1236,8 +1316,12 @@ impl PositionIndex {
                         && *expecting_key
                     {
                         *expecting_key = false;
+                        // A mapping is "at" its first key: block mappings' own start
+                        // markers point past it.
+                        positions.entry(path.clone()).or_insert(pos);
                         let full = join_path(path, &value);
-                        positions.entry(full).or_insert(pos);
+                        positions.entry(full.clone()).or_insert(pos);
+                        keys.insert(full, pos);
                         *key = Some(value);
                         continue;
                     }
@@ -1254,7 +1338,9 @@ impl PositionIndex {
                         node_path(&mut stack)
                     };
                     let path = path.unwrap_or_default();
-                    positions.entry(path.clone()).or_insert(pos);
+                    if !is_map {
+                        positions.entry(path.clone()).or_insert(pos);
+                    }
                     stack.push(if is_map {
                         Frame::Map {
                             path,
@@ -1274,7 +1360,12 @@ impl PositionIndex {
                 _ => {}
             }
         }
-        PositionIndex { positions }
+        PositionIndex { positions, keys }
+    }
+
+    /// Where the key of `path` stands, falling back to [`PositionIndex::locate`].
+    pub fn locate_key(&self, path: &str) -> (usize, usize) {
+        self.keys.get(path).copied().unwrap_or_else(|| self.locate(path))
     }
 
     /// Where `path` is, or its nearest ancestor that is in the file (a missing key is

@@ -156,7 +156,7 @@ impl Agent {
             if !keep {
                 r.cancel.cancel();
                 if !wanted.contains_key(name.as_str()) {
-                    removed.push((*r.identity).clone());
+                    removed.push(r.identity.clone());
                 }
             }
             keep

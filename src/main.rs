@@ -233,8 +233,9 @@ fn reload(agent: &mut Agent, path: &Path) {
             for e in &errors.0 {
                 tracing::error!(problem = %e, "Config problem.");
             }
-            tracing::error!(file = %path.display(), problems = errors.0.len(), "Reload failed; keeping the running configuration.");
+            // Metrics first: whoever reads the log line may look at /metrics next.
             agent.metrics.reloaded(false);
+            tracing::error!(file = %path.display(), problems = errors.0.len(), "Reload failed; keeping the running configuration.");
             return;
         }
     };

@@ -9,7 +9,9 @@
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus_client::encoding::{prometheus_text, text};
+use std::sync::Arc;
+
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder, prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,7 +21,48 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::outcome::{Outcome, ProbeIdentity};
 
-type Labels = Vec<(String, String)>;
+/// A series' labels: the probe's identity (shared, not copied: with 10,000 probes each
+/// copy of the label strings per series would cost megabytes) plus up to three
+/// per-series labels from closed sets (prompt_bucket, result, reason, phase).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Labels {
+    probe: Arc<ProbeIdentity>,
+    extra: [(&'static str, &'static str); 3],
+}
+
+impl Labels {
+    fn probe(probe: &Arc<ProbeIdentity>) -> Self {
+        Labels {
+            probe: probe.clone(),
+            extra: [("", ""); 3],
+        }
+    }
+
+    fn with(&self, name: &'static str, value: &'static str) -> Self {
+        let mut l = self.clone();
+        if let Some(slot) = l.extra.iter_mut().find(|(n, _)| n.is_empty()) {
+            *slot = (name, value);
+        }
+        l
+    }
+}
+
+impl EncodeLabelSet for Labels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let p = &*self.probe;
+        ("probe", p.name.as_str()).encode(encoder.encode_label())?;
+        ("kind", p.kind).encode(encoder.encode_label())?;
+        ("model", p.model.as_str()).encode(encoder.encode_label())?;
+        ("location", p.location.as_str()).encode(encoder.encode_label())?;
+        for (k, v) in &p.labels {
+            (k.as_str(), v.as_str()).encode(encoder.encode_label())?;
+        }
+        for (k, v) in self.extra.iter().filter(|(k, _)| !k.is_empty()) {
+            (*k, *v).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// Latency buckets from 5 ms to 120 s: fine where interactive TTFT lives (0.1-2 s),
@@ -67,6 +110,7 @@ pub struct Metrics {
     chunk_gap: HistogramFamily,
     phase: HistogramFamily,
     output_tokens: HistogramFamily,
+    server_reported: HistogramFamily,
     schedule_lag: Histogram,
     probes: Gauge,
     reload_success: Gauge,
@@ -95,6 +139,7 @@ impl Metrics {
             chunk_gap: histogram_family(token_histogram),
             phase: histogram_family(latency_histogram),
             output_tokens: histogram_family(output_token_histogram),
+            server_reported: histogram_family(latency_histogram),
             schedule_lag: token_histogram(),
             probes: Gauge::default(),
             reload_success: Gauge::default(),
@@ -154,13 +199,13 @@ impl Metrics {
         );
         registry.register_with_unit(
             "chunk_gap",
-            "Gaps between consecutive content-bearing stream events (a chunk may hold several tokens)",
+            "Gaps between consecutive content-bearing stream events (a chunk may hold several tokens; not by prompt bucket)",
             Unit::Seconds,
             m.chunk_gap.clone(),
         );
         registry.register_with_unit(
             "phase",
-            "Connection phases of successful runs on new connections: dns, connect, tls",
+            "Connection phases of successful runs on new connections: dns, connect, tls (not by prompt bucket)",
             Unit::Seconds,
             m.phase.clone(),
         );
@@ -168,6 +213,12 @@ impl Metrics {
             "output_tokens",
             "Output tokens per successful streaming run (server-reported where available)",
             m.output_tokens.clone(),
+        );
+        registry.register_with_unit(
+            "server_reported_duration",
+            "Durations the server reported about itself (e.g. Ollama's load, prompt_eval, eval, total), by stage; not our measurement",
+            Unit::Seconds,
+            m.server_reported.clone(),
         );
         registry.register_with_unit(
             "schedule_lag",
@@ -195,40 +246,24 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Labels identifying a probe (not a run).
-    fn probe_labels(p: &ProbeIdentity) -> Labels {
-        let mut l = vec![
-            ("probe".to_owned(), p.name.clone()),
-            ("kind".to_owned(), p.kind.to_owned()),
-            ("model".to_owned(), p.model.clone()),
-            ("location".to_owned(), p.location.clone()),
-        ];
-        l.extend(p.labels.iter().cloned());
-        l
-    }
-
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
-        let probe = Self::probe_labels(&outcome.probe);
-        let mut run = probe.clone();
-        run.push(("prompt_bucket".to_owned(), obs.prompt_bucket.to_owned()));
+        let probe = Labels::probe(&outcome.probe);
+        let run = probe.with("prompt_bucket", obs.prompt_bucket);
 
         let started = unix_seconds(outcome.started_at);
         self.last_run.get_or_create(&probe).set(started);
         self.schedule_lag.observe(outcome.schedule_lag.as_secs_f64());
 
-        let mut counted = run.clone();
         match obs.failure() {
             Some(f) => {
-                counted.push(("result".to_owned(), "failure".to_owned()));
-                counted.push(("reason".to_owned(), f.reason.as_str().to_owned()));
+                let counted = run.with("result", "failure").with("reason", f.reason.as_str());
                 self.runs.get_or_create(&counted).inc();
                 self.up.get_or_create(&probe).set(0);
                 return;
             }
             None => {
-                counted.push(("result".to_owned(), "success".to_owned()));
-                counted.push(("reason".to_owned(), "none".to_owned()));
+                let counted = run.with("result", "success").with("reason", "none");
                 self.runs.get_or_create(&counted).inc();
                 self.up.get_or_create(&probe).set(1);
                 self.last_success.get_or_create(&probe).set(started);
@@ -245,7 +280,7 @@ impl Metrics {
         observe(&self.ttft, obs.ttft());
         observe(&self.tpot, obs.tpot());
         if !obs.chunk_gaps.is_empty() {
-            let h = self.chunk_gap.get_or_create(&run);
+            let h = self.chunk_gap.get_or_create(&probe);
             for g in &obs.chunk_gaps {
                 h.observe(g.as_secs_f64());
             }
@@ -253,29 +288,32 @@ impl Metrics {
         if !obs.connection_reused {
             for (name, d) in [("dns", obs.dns()), ("connect", obs.connect()), ("tls", obs.tls())] {
                 if let Some(d) = d {
-                    let mut l = run.clone();
-                    l.push(("phase".to_owned(), name.to_owned()));
-                    self.phase.get_or_create(&l).observe(d.as_secs_f64());
+                    self.phase
+                        .get_or_create(&probe.with("phase", name))
+                        .observe(d.as_secs_f64());
                 }
             }
+        }
+        for (stage, d) in &obs.server_reported {
+            self.server_reported
+                .get_or_create(&run.with("stage", stage))
+                .observe(d.as_secs_f64());
         }
         if let (Some(n), Some(_)) = (obs.output_tokens, obs.ttft()) {
             self.output_tokens.get_or_create(&run).observe(n as f64);
         }
     }
 
-    pub fn record_skipped(&self, probe: &ProbeIdentity, ticks: u64) {
-        self.skipped
-            .get_or_create(&Self::probe_labels(probe))
-            .inc_by(ticks);
+    pub fn record_skipped(&self, probe: &Arc<ProbeIdentity>, ticks: u64) {
+        self.skipped.get_or_create(&Labels::probe(probe)).inc_by(ticks);
     }
 
     /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone,
     /// so a deleted probe does not stay `up == 0` (and alerting) forever.
-    pub fn configured(&self, probes: usize, removed: &[ProbeIdentity]) {
+    pub fn configured(&self, probes: usize, removed: &[Arc<ProbeIdentity>]) {
         self.probes.set(probes as i64);
         for p in removed {
-            let l = Self::probe_labels(p);
+            let l = Labels::probe(p);
             self.up.remove(&l);
             self.last_run.remove(&l);
             self.last_success.remove(&l);
@@ -352,7 +390,7 @@ mod tests {
         assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",result="success",reason="none"} 1"#), "{text}");
         assert!(text.contains(r#"result="failure",reason="http_5xx"} 1"#));
         assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short"} 1"#));
-        assert!(text.contains(r#"inferprobe_chunk_gap_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short"} 4"#));
+        assert!(text.contains(r#"inferprobe_chunk_gap_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 4"#));
         assert!(text.contains(
             r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 0"#
         ));

@@ -21,7 +21,7 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 
-use crate::outcome::{FailureReason, Marks};
+use crate::outcome::{FailureReason, Marks, Observation};
 
 /// Why a request got no response headers.
 #[derive(Debug, thiserror::Error)]
@@ -119,10 +119,13 @@ enum Sender {
 }
 
 impl Sender {
-    fn is_usable(&self) -> bool {
+    /// Waits until the connection can take a request; fails at once if it closed. Right
+    /// after a response ends, hyper may not have marked the connection idle yet, so a
+    /// synchronous `is_ready()` check would throw good connections away.
+    async fn ready(&mut self) -> bool {
         match self {
-            Sender::H1(s) => s.is_ready(),
-            Sender::H2(s) => s.is_ready(),
+            Sender::H1(s) => s.ready().await.is_ok(),
+            Sender::H2(s) => s.ready().await.is_ok(),
         }
     }
 }
@@ -132,6 +135,20 @@ impl Sender {
 struct Connection {
     sender: Sender,
     driver: AbortHandle,
+}
+
+impl Connection {
+    /// Spawns the task that drives the socket.
+    fn new<F>(sender: Sender, driver: F) -> Self
+    where
+        F: Future + Send + 'static,
+    {
+        let driver = tokio::spawn(async move {
+            let _ = driver.await;
+        })
+        .abort_handle();
+        Connection { sender, driver }
+    }
 }
 
 impl Drop for Connection {
@@ -200,24 +217,66 @@ impl HttpClient {
     }
 
     /// Sends `request` (origin-form URI) and returns when the response head has arrived.
-    /// Fills `marks` as phases complete, so a caller that times out can tell which phase
-    /// it was in. Returns whether the connection was reused.
+    /// Fills `obs.marks` as phases complete and `obs.connection_reused` as soon as it is
+    /// known, so a caller that times out can tell which phase it was in.
     pub async fn send(
         &self,
-        mut request: Request<Full<Bytes>>,
-        marks: &mut Marks,
+        request: Request<Full<Bytes>>,
+        obs: &mut Observation,
         max_body_bytes: u64,
-    ) -> Result<(ResponseStream<'_>, bool), NetError> {
-        let idle = if self.reuse {
+    ) -> Result<ResponseStream<'_>, NetError> {
+        let mut idle = if self.reuse {
             self.idle.lock().expect("idle lock").take()
         } else {
             None
         };
-        let (mut conn, reused) = match idle.filter(|c| c.sender.is_usable()) {
-            Some(c) => (c, true),
-            None => (self.connect(marks).await?, false),
+        if let Some(conn) = &mut idle
+            && !conn.sender.ready().await
+        {
+            idle = None;
+        }
+        let (conn, response) = match idle {
+            Some(mut conn) => {
+                obs.connection_reused = true;
+                match self.exchange(&mut conn, copy_request(&request)).await {
+                    Ok(r) => (conn, r),
+                    // The server closed the idle connection as we used it (keep-alive
+                    // timeouts race with a 30 s interval): retry once on a fresh one, as
+                    // any pooling client does.
+                    Err(_) => {
+                        obs.connection_reused = false;
+                        let mut conn = self.connect(&mut obs.marks).await?;
+                        let r = self.exchange(&mut conn, request).await?;
+                        (conn, r)
+                    }
+                }
+            }
+            None => {
+                let mut conn = self.connect(&mut obs.marks).await?;
+                let r = self.exchange(&mut conn, request).await?;
+                (conn, r)
+            }
         };
-        let response = match &mut conn.sender {
+        obs.marks.headers = Some(Instant::now());
+        let (head, body) = response.into_parts();
+        Ok(ResponseStream {
+            response: Response::from_parts(head, ()),
+            body: BodyStream {
+                body,
+                limit: max_body_bytes,
+                received: 0,
+                conn: Some(conn),
+                client: self,
+            },
+        })
+    }
+
+    async fn exchange(
+        &self,
+        conn: &mut Connection,
+        mut request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, NetError> {
+        match &mut conn.sender {
             Sender::H1(s) => {
                 request
                     .headers_mut()
@@ -237,22 +296,7 @@ impl HttpClient {
                 s.send_request(request).await
             }
         }
-        .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
-        marks.headers = Some(Instant::now());
-        let (head, body) = response.into_parts();
-        Ok((
-            ResponseStream {
-                response: Response::from_parts(head, ()),
-                body: BodyStream {
-                    body,
-                    limit: max_body_bytes,
-                    received: 0,
-                    conn: Some(conn),
-                    client: self,
-                },
-            },
-            reused,
-        ))
+        .map_err(|e| NetError::Http(describe_hyper_error(&e)))
     }
 
     async fn connect(&self, marks: &mut Marks) -> Result<Connection, NetError> {
@@ -297,14 +341,7 @@ impl HttpClient {
                     let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                         .await
                         .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
-                    let driver = tokio::spawn(async move {
-                        let _ = conn.await;
-                    })
-                    .abort_handle();
-                    Ok(Connection {
-                        sender: Sender::H2(sender),
-                        driver,
-                    })
+                    Ok(Connection::new(Sender::H2(sender), conn))
                 } else {
                     self.handshake_h1(TokioIo::new(stream)).await
                 }
@@ -319,14 +356,7 @@ impl HttpClient {
         let (sender, conn) = http1::handshake(io)
             .await
             .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        })
-        .abort_handle();
-        Ok(Connection {
-            sender: Sender::H1(sender),
-            driver,
-        })
+        Ok(Connection::new(Sender::H1(sender), conn))
     }
 }
 
@@ -394,6 +424,16 @@ impl BodyStream<'_> {
             *self.client.idle.lock().expect("idle lock") = Some(conn);
         }
     }
+}
+
+/// `http::Request` is not `Clone` (its extensions may not be); ours carry none.
+fn copy_request(r: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut c = Request::new(r.body().clone());
+    *c.method_mut() = r.method().clone();
+    *c.uri_mut() = r.uri().clone();
+    *c.version_mut() = r.version();
+    *c.headers_mut() = r.headers().clone();
+    c
 }
 
 /// hyper's Display omits the cause ("connection error"); include it.

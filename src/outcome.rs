@@ -177,6 +177,9 @@ pub struct Observation {
     /// one event may carry several tokens.
     pub chunk_gaps: Vec<Duration>,
     pub bytes_received: u64,
+    /// Durations the server reported about itself (Ollama's load, prompt eval, eval),
+    /// kept apart from our own measurements.
+    pub server_reported: Vec<(&'static str, Duration)>,
     /// `short`, `medium` or `long` for the prompt sent; `none` for probes without one.
     pub prompt_bucket: &'static str,
     /// `Ok` for a successful run.
@@ -193,6 +196,7 @@ impl Observation {
             token_source: None,
             chunk_gaps: Vec::new(),
             bytes_received: 0,
+            server_reported: Vec::new(),
             prompt_bucket: "none",
             result: Ok(()),
         }
@@ -323,6 +327,11 @@ impl Outcome {
             "token_source": o.token_source.map(TokenSource::as_str),
             "chunks": o.chunk_gaps.len() + usize::from(o.marks.first_token.is_some()),
             "bytes_received": o.bytes_received,
+            "server_reported_seconds": o
+                .server_reported
+                .iter()
+                .map(|(stage, d)| ((*stage).to_owned(), serde_json::Value::from(d.as_secs_f64())))
+                .collect::<serde_json::Map<_, _>>(),
         })
     }
 }

@@ -5,6 +5,7 @@
 //! length: prefill time grows with the prompt, and a regression often shows only on long
 //! prompts.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::config::{PromptBucket, Prompts};
@@ -12,7 +13,8 @@ use crate::config::{PromptBucket, Prompts};
 /// One prompt and the length bucket it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prompt {
-    pub text: String,
+    /// Built-in prompts are borrowed, not copied per probe: 10,000 probes share one set.
+    pub text: Cow<'static, str>,
     pub bucket: PromptBucket,
 }
 
@@ -34,7 +36,7 @@ impl PromptSet {
                 .iter()
                 .map(|text| Prompt {
                     bucket: PromptBucket::for_tokens(estimate_tokens(text)),
-                    text: text.clone(),
+                    text: Cow::Owned(text.clone()),
                 })
                 .collect(),
         };
@@ -90,7 +92,7 @@ pub fn builtin_prompts() -> Vec<Prompt> {
         ] {
             if let Some(text) = it.next() {
                 out.push(Prompt {
-                    text: (*text).to_owned(),
+                    text: Cow::Borrowed(text),
                     bucket,
                 });
             }
@@ -197,7 +199,7 @@ mod tests {
     #[test]
     fn rotation_wraps_around() {
         let set = PromptSet::new(&Prompts::Custom(vec!["a".into(), "b".into()]));
-        let seen: Vec<_> = (0..5).map(|_| set.next().text.clone()).collect();
+        let seen: Vec<_> = (0..5).map(|_| set.next().text.to_string()).collect();
         assert_eq!(seen, ["a", "b", "a", "b", "a"]);
     }
 

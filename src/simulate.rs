@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::ValueEnum;
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -72,8 +73,10 @@ pub enum Fault {
     /// Send headers and half the tokens, then go silent.
     StallStream,
     /// 500 with a JSON error body.
+    #[value(name = "http-500")]
     Http500,
     /// 429 with Retry-After.
+    #[value(name = "http-429")]
     Http429,
     /// Cut the connection mid-stream, inside a chunk.
     Truncate,
@@ -206,8 +209,10 @@ async fn serve_connection(mut socket: TcpStream, shared: Arc<Shared>) {
             _ => return,
         };
         let keep = match (request.method.as_str(), request.path.as_str()) {
-            ("POST", "/v1/chat/completions") => generate(&mut socket, &request, &shared, true).await,
-            ("POST", "/v1/completions") => generate(&mut socket, &request, &shared, false).await,
+            ("POST", path) if Dialect::for_path(path).is_some() => {
+                let dialect = Dialect::for_path(path).expect("checked");
+                generate(&mut socket, &request, &shared, dialect).await
+            }
             ("GET", "/v1/models") => {
                 let body = serde_json::json!({"object": "list", "data": [{"id": "sim-model", "object": "model", "owned_by": "inferprobe"}]});
                 write_json(&mut socket, 200, "OK", &body, &[]).await
@@ -363,7 +368,244 @@ const WORDS: &[&str] = &[
     ".",
 ];
 
-async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, chat: bool) -> bool {
+/// The streaming protocols the simulator speaks, by route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    OpenAiChat,
+    OpenAiCompletions,
+    OpenAiResponses,
+    Anthropic,
+    OllamaChat,
+    OllamaGenerate,
+    Tgi,
+}
+
+impl Dialect {
+    fn for_path(path: &str) -> Option<Dialect> {
+        Some(match path {
+            "/v1/chat/completions" => Dialect::OpenAiChat,
+            "/v1/completions" => Dialect::OpenAiCompletions,
+            "/v1/responses" => Dialect::OpenAiResponses,
+            "/v1/messages" => Dialect::Anthropic,
+            "/api/chat" => Dialect::OllamaChat,
+            "/api/generate" => Dialect::OllamaGenerate,
+            "/generate_stream" => Dialect::Tgi,
+            _ => return None,
+        })
+    }
+
+    fn ndjson(self) -> bool {
+        matches!(self, Dialect::OllamaChat | Dialect::OllamaGenerate)
+    }
+
+    /// The output cap, wherever this protocol puts it.
+    fn max_tokens(self, body: &serde_json::Value) -> Option<u64> {
+        let pointer = match self {
+            Dialect::OpenAiChat | Dialect::OpenAiCompletions | Dialect::Anthropic => "/max_tokens",
+            Dialect::OpenAiResponses => "/max_output_tokens",
+            Dialect::OllamaChat | Dialect::OllamaGenerate => "/options/num_predict",
+            Dialect::Tgi => "/parameters/max_new_tokens",
+        };
+        body.pointer(pointer)
+            .or_else(|| body.get("max_completion_tokens"))
+            .and_then(|v| v.as_u64())
+    }
+}
+
+/// Builds one request's messages, already framed (`data: ...\n\n` or a JSON line).
+struct Writer<'a> {
+    dialect: Dialect,
+    id: String,
+    model: &'a str,
+    created: u64,
+    include_usage: bool,
+}
+
+impl Writer<'_> {
+    fn frame(&self, event: Option<&str>, data: &serde_json::Value) -> String {
+        if self.dialect.ndjson() {
+            return format!("{data}\n");
+        }
+        match event {
+            Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+            None => format!("data: {data}\n\n"),
+        }
+    }
+
+    fn openai_chunk(&self, text: Option<&str>, finish: Option<&str>) -> String {
+        let choice = match self.dialect {
+            Dialect::OpenAiChat => {
+                let delta = match (text, finish) {
+                    (Some(t), _) => json!({"content": t}),
+                    (None, None) => json!({"role": "assistant", "content": ""}),
+                    (None, Some(_)) => json!({}),
+                };
+                json!({"index": 0, "delta": delta, "finish_reason": finish})
+            }
+            _ => json!({"index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish}),
+        };
+        self.frame(
+            None,
+            &json!({"id": self.id, "object": self.openai_object(), "created": self.created, "model": self.model, "choices": [choice]}),
+        )
+    }
+
+    fn openai_object(&self) -> &'static str {
+        if self.dialect == Dialect::OpenAiChat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        }
+    }
+
+    /// What comes before any token: a role chunk (sent at once, before any token exists,
+    /// as old vLLM did, so a prober that stops the TTFT clock on it reports ~0), or the
+    /// protocol's opening events.
+    fn preamble(&self) -> Vec<String> {
+        match self.dialect {
+            Dialect::OpenAiChat => vec![self.openai_chunk(None, None)],
+            Dialect::OpenAiResponses => vec![self.frame(
+                Some("response.created"),
+                &json!({"type": "response.created", "sequence_number": 0, "response": {"id": self.id, "status": "in_progress"}}),
+            )],
+            Dialect::Anthropic => vec![
+                self.frame(
+                    Some("message_start"),
+                    &json!({"type": "message_start", "message": {"id": self.id, "type": "message", "role": "assistant", "content": [], "model": self.model, "stop_reason": null, "usage": {"input_tokens": 24, "output_tokens": 1}}}),
+                ),
+                self.frame(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ),
+                self.frame(Some("ping"), &json!({"type": "ping"})),
+            ],
+            _ => vec![],
+        }
+    }
+
+    /// Token `i` of `n` (TGI marks the last one with its details).
+    fn token(&self, i: u32, n: u32, word: &str) -> String {
+        match self.dialect {
+            Dialect::OpenAiChat | Dialect::OpenAiCompletions => self.openai_chunk(Some(word), None),
+            Dialect::OpenAiResponses => self.frame(
+                Some("response.output_text.delta"),
+                &json!({"type": "response.output_text.delta", "sequence_number": i + 1, "item_id": "msg_sim", "output_index": 0, "content_index": 0, "delta": word}),
+            ),
+            Dialect::Anthropic => self.frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word}}),
+            ),
+            Dialect::OllamaChat => self.frame(
+                None,
+                &json!({"model": self.model, "created_at": "2026-01-01T00:00:00Z", "message": {"role": "assistant", "content": word}, "done": false}),
+            ),
+            Dialect::OllamaGenerate => self.frame(
+                None,
+                &json!({"model": self.model, "created_at": "2026-01-01T00:00:00Z", "response": word, "done": false}),
+            ),
+            Dialect::Tgi => {
+                let last = i + 1 == n;
+                let details = last.then(|| json!({"finish_reason": "length", "generated_tokens": n, "input_length": 24, "seed": null}));
+                let text = last.then_some("(the whole answer)");
+                self.frame(
+                    None,
+                    &json!({"index": i + 1, "token": {"id": 1000 + i, "text": word, "logprob": -0.5, "special": false}, "generated_text": text, "details": details}),
+                )
+            }
+        }
+    }
+
+    /// Everything after the last token, terminator included. `elapsed` feeds the
+    /// durations Ollama reports about itself.
+    fn finish(&self, n: u32, elapsed: Duration) -> Vec<String> {
+        match self.dialect {
+            Dialect::OpenAiChat | Dialect::OpenAiCompletions => {
+                let mut out = vec![self.openai_chunk(None, Some("length"))];
+                if self.include_usage {
+                    out.push(self.frame(
+                        None,
+                        &json!({"id": self.id, "object": self.openai_object(), "created": self.created, "model": self.model, "choices": [],
+                            "usage": {"prompt_tokens": 24, "completion_tokens": n, "total_tokens": 24 + n}}),
+                    ));
+                }
+                out.push("data: [DONE]\n\n".to_owned());
+                out
+            }
+            Dialect::OpenAiResponses => vec![self.frame(
+                Some("response.completed"),
+                &json!({"type": "response.completed", "sequence_number": n + 1, "response": {"id": self.id, "status": "completed",
+                    "usage": {"input_tokens": 24, "output_tokens": n, "total_tokens": 24 + n}}}),
+            )],
+            Dialect::Anthropic => vec![
+                self.frame(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": 0})),
+                self.frame(
+                    Some("message_delta"),
+                    &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null}, "usage": {"output_tokens": n}}),
+                ),
+                self.frame(Some("message_stop"), &json!({"type": "message_stop"})),
+            ],
+            Dialect::OllamaChat | Dialect::OllamaGenerate => {
+                let ns = elapsed.as_nanos() as u64;
+                let mut done = json!({"model": self.model, "created_at": "2026-01-01T00:00:01Z", "done": true, "done_reason": "length",
+                    "total_duration": ns, "load_duration": 1_000_000, "prompt_eval_count": 24, "prompt_eval_duration": ns / 4,
+                    "eval_count": n, "eval_duration": ns / 2});
+                if self.dialect == Dialect::OllamaChat {
+                    done["message"] = json!({"role": "assistant", "content": ""});
+                } else {
+                    done["response"] = json!("");
+                }
+                vec![self.frame(None, &done)]
+            }
+            // The last token event carried the details; the body just ends.
+            Dialect::Tgi => vec![],
+        }
+    }
+
+    /// An error after the stream started, in this protocol's own shape.
+    fn in_band_error(&self) -> Vec<String> {
+        let message = "simulated engine failure mid-stream";
+        match self.dialect {
+            Dialect::OpenAiChat | Dialect::OpenAiCompletions => vec![
+                self.frame(None, &json!({"error": {"object": "error", "message": message, "type": "InternalServerError", "code": 500}})),
+                "data: [DONE]\n\n".to_owned(),
+            ],
+            Dialect::OpenAiResponses => vec![self.frame(
+                Some("response.failed"),
+                &json!({"type": "response.failed", "response": {"id": self.id, "status": "failed", "error": {"code": "server_error", "message": message}}}),
+            )],
+            Dialect::Anthropic => vec![self.frame(
+                Some("error"),
+                &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
+            )],
+            Dialect::OllamaChat | Dialect::OllamaGenerate => vec![self.frame(None, &json!({"error": message}))],
+            Dialect::Tgi => vec![self.frame(None, &json!({"error": message, "error_type": "generation"}))],
+        }
+    }
+
+    /// A message that is not valid JSON, in this protocol's framing.
+    fn garbage(&self) -> String {
+        if self.dialect.ndjson() {
+            "{\"message\": garbage\n".to_owned()
+        } else {
+            "data: {\"choices\": [{\"delta\": garbage\n\n".to_owned()
+        }
+    }
+
+    /// The end of a stream that generated nothing.
+    fn empty_end(&self) -> Vec<String> {
+        match self.dialect {
+            // TGI always sends a last token: here only the special end-of-sequence one.
+            Dialect::Tgi => vec![self.frame(
+                None,
+                &json!({"index": 1, "token": {"id": 2, "text": "</s>", "logprob": -0.1, "special": true}, "generated_text": "",
+                    "details": {"finish_reason": "eos_token", "generated_tokens": 1, "input_length": 24, "seed": null}}),
+            )],
+            _ => self.finish(0, Duration::ZERO),
+        }
+    }
+}
+
+async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, dialect: Dialect) -> bool {
     let received = Instant::now();
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let script = script_for(&shared.script, &request.query);
@@ -373,16 +615,20 @@ async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, ch
         .and_then(|m| m.as_str())
         .unwrap_or("sim-model")
         .to_owned();
-    let max_tokens = body
-        .get("max_tokens")
-        .or_else(|| body.get("max_completion_tokens"))
-        .and_then(|m| m.as_u64())
-        .unwrap_or(u64::MAX);
-    let include_usage = body
-        .pointer("/stream_options/include_usage")
-        .and_then(|v| v.as_bool())
-        .unwrap_or(false);
-    let tokens = (script.tokens as u64).min(max_tokens) as u32;
+    let tokens = (script.tokens as u64).min(dialect.max_tokens(&body).unwrap_or(u64::MAX)) as u32;
+    let writer = Writer {
+        dialect,
+        id: format!("sim-{id}"),
+        model: &model,
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs(),
+        include_usage: body
+            .pointer("/stream_options/include_usage")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
+    };
 
     let draw = (splitmix64(script.seed ^ id.wrapping_mul(0x9e37_79b9)) >> 11) as f64 / (1u64 << 53) as f64;
     let fault = script
@@ -412,17 +658,7 @@ async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, ch
         done_written: None,
         tokens: 0,
     };
-    let keep = stream_response(
-        socket,
-        &script,
-        fault,
-        chat,
-        &model,
-        tokens,
-        include_usage,
-        &mut record,
-    )
-    .await;
+    let keep = stream_response(socket, &script, fault, &writer, tokens, &mut record).await;
     tracing::debug!(
         id,
         path = %record.path,
@@ -435,50 +671,27 @@ async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, ch
     keep
 }
 
-/// Writes one SSE event as one HTTP chunk.
-async fn write_event(socket: &mut TcpStream, data: &str) -> std::io::Result<()> {
-    let event = format!("data: {data}\n\n");
-    socket
-        .write_all(format!("{:x}\r\n{event}\r\n", event.len()).as_bytes())
-        .await
+/// Writes messages as HTTP chunks, in one write.
+async fn write_chunks(socket: &mut TcpStream, messages: &[String]) -> std::io::Result<()> {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str(&format!("{:x}\r\n{m}\r\n", m.len()));
+    }
+    socket.write_all(out.as_bytes()).await
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The end of a chunked body.
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
 async fn stream_response(
     socket: &mut TcpStream,
     script: &Script,
     fault: Option<Fault>,
-    chat: bool,
-    model: &str,
+    writer: &Writer<'_>,
     tokens: u32,
-    include_usage: bool,
     record: &mut SimRecord,
 ) -> bool {
     let received = record.received;
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    let id = format!("{}-sim-{}", if chat { "chatcmpl" } else { "cmpl" }, record.id);
-    let object = if chat {
-        "chat.completion.chunk"
-    } else {
-        "text_completion"
-    };
-    let chunk = |text: Option<&str>, finish: Option<&str>| -> String {
-        let choice = if chat {
-            let delta = match text {
-                Some(t) => serde_json::json!({"content": t}),
-                None if finish.is_none() => serde_json::json!({"role": "assistant", "content": ""}),
-                None => serde_json::json!({}),
-            };
-            serde_json::json!({"index": 0, "delta": delta, "finish_reason": finish})
-        } else {
-            serde_json::json!({"index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish})
-        };
-        serde_json::json!({"id": id, "object": object, "created": created, "model": model, "choices": [choice]}).to_string()
-    };
-
     match fault {
         Some(Fault::Close) => return false,
         Some(Fault::StallHeaders) => {
@@ -488,39 +701,49 @@ async fn stream_response(
         _ => {}
     }
     tokio::time::sleep_until(received + script.header_delay.min(script.ttft)).await;
-    match fault {
-        Some(Fault::Http500) => {
-            let body = serde_json::json!({"error": {"message": "simulated internal error", "type": "internal_error", "code": 500}});
-            record.headers_written = Some(Instant::now());
-            return write_json(socket, 500, "Internal Server Error", &body, &[]).await;
-        }
-        Some(Fault::Http429) => {
-            let body = serde_json::json!({"error": {"message": "simulated rate limit", "type": "rate_limit_exceeded", "code": 429}});
-            record.headers_written = Some(Instant::now());
-            return write_json(socket, 429, "Too Many Requests", &body, &[("Retry-After", "1")]).await;
-        }
-        _ => {}
+    let status_fault = match fault {
+        Some(Fault::Http500) => Some((
+            500,
+            "Internal Server Error",
+            "simulated internal error",
+            "internal_error",
+        )),
+        Some(Fault::Http429) => Some((
+            429,
+            "Too Many Requests",
+            "simulated rate limit",
+            "rate_limit_exceeded",
+        )),
+        _ => None,
+    };
+    if let Some((status, text, message, kind)) = status_fault {
+        let body = json!({"error": {"message": message, "type": kind, "code": status}});
+        record.headers_written = Some(Instant::now());
+        let extra: &[(&str, &str)] = if status == 429 {
+            &[("Retry-After", "1")]
+        } else {
+            &[]
+        };
+        return write_json(socket, status, text, &body, extra).await;
     }
-    let content_type = if fault == Some(Fault::WrongContentType) {
-        "application/json"
-    } else {
-        "text/event-stream"
+    let content_type = match (fault, writer.dialect.ndjson()) {
+        (Some(Fault::WrongContentType), _) => "application/json",
+        (_, true) => "application/x-ndjson",
+        (_, false) => "text/event-stream",
     };
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
     );
     record.headers_written = Some(Instant::now());
-    if socket.write_all(head.as_bytes()).await.is_err() {
-        return false;
-    }
-    // The role chunk goes out with the headers, before any token exists (old vLLM did
-    // this): a prober that stops the TTFT clock on it reports a TTFT of ~0.
-    if chat && write_event(socket, &chunk(None, None)).await.is_err() {
+    if socket.write_all(head.as_bytes()).await.is_err()
+        || write_chunks(socket, &writer.preamble()).await.is_err()
+    {
         return false;
     }
     if fault == Some(Fault::Empty) {
         record.done_written = Some(Instant::now());
-        return write_event(socket, "[DONE]").await.is_ok() && socket.write_all(b"0\r\n\r\n").await.is_ok();
+        return write_chunks(socket, &writer.empty_end()).await.is_ok()
+            && socket.write_all(LAST_CHUNK).await.is_ok();
     }
     let fault_at = tokens / 2;
     let mut i: u32 = 0;
@@ -533,7 +756,7 @@ async fn stream_response(
         if i == fault_at {
             match fault {
                 Some(Fault::Truncate) => {
-                    // Half an event inside a chunk that never completes.
+                    // Half a message inside a chunk that never completes.
                     let _ = socket
                         .write_all(b"40\r\ndata: {\"choices\":[{\"delta\":{\"cont")
                         .await;
@@ -544,16 +767,14 @@ async fn stream_response(
                     return false;
                 }
                 Some(Fault::InbandError) => {
-                    let err = serde_json::json!({"error": {"object": "error", "message": "simulated engine failure mid-stream", "type": "InternalServerError", "code": 500}});
-                    let _ = write_event(socket, &err.to_string()).await;
-                    let _ = write_event(socket, "[DONE]").await;
-                    let _ = socket.write_all(b"0\r\n\r\n").await;
+                    let _ = write_chunks(socket, &writer.in_band_error()).await;
+                    let _ = socket.write_all(LAST_CHUNK).await;
                     return true;
                 }
                 Some(Fault::Garbage) => {
-                    let _ = write_event(socket, "{\"choices\": [{\"delta\": garbage").await;
-                    let _ = write_event(socket, "[DONE]").await;
-                    let _ = socket.write_all(b"0\r\n\r\n").await;
+                    let _ = write_chunks(socket, &[writer.garbage()]).await;
+                    let _ = write_chunks(socket, &writer.finish(i, received.elapsed())).await;
+                    let _ = socket.write_all(LAST_CHUNK).await;
                     return true;
                 }
                 _ => {}
@@ -561,7 +782,12 @@ async fn stream_response(
         }
         let word = WORDS[i as usize % WORDS.len()];
         let at = Instant::now();
-        if write_event(socket, &chunk(Some(word), None)).await.is_err() {
+        let n = if fault == Some(Fault::Endless) {
+            u32::MAX
+        } else {
+            tokens
+        };
+        if write_chunks(socket, &[writer.token(i, n, word)]).await.is_err() {
             return false;
         }
         if i == 0 {
@@ -570,18 +796,10 @@ async fn stream_response(
         record.tokens = i + 1;
         i += 1;
     }
+    // The terminator and the end of the body leave in one write, timed just before it.
     let mut tail = String::new();
-    for data in [chunk(None, Some("length"))]
-        .into_iter()
-        .chain(include_usage.then(|| {
-            serde_json::json!({"id": id, "object": object, "created": created, "model": model, "choices": [],
-                "usage": {"prompt_tokens": 24, "completion_tokens": tokens, "total_tokens": 24 + tokens}})
-            .to_string()
-        }))
-        .chain(std::iter::once("[DONE]".to_owned()))
-    {
-        let event = format!("data: {data}\n\n");
-        tail.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+    for m in writer.finish(tokens, received.elapsed()) {
+        tail.push_str(&format!("{:x}\r\n{m}\r\n", m.len()));
     }
     tail.push_str("0\r\n\r\n");
     record.done_written = Some(Instant::now());

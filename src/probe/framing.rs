@@ -1,5 +1,6 @@
-//! Byte-level Server-Sent Events framing: bytes in, complete events out. No I/O, no
-//! clocks, no protocol knowledge; a leaf module.
+//! Byte-level framing of streamed responses: bytes in, complete events out. Server-Sent
+//! Events (OpenAI, Anthropic, TGI, llama.cpp) and newline-delimited JSON (Ollama). No
+//! I/O, no clocks, no protocol knowledge; a leaf module.
 //!
 //! Follows the WHATWG "event stream interpretation": lines end in CRLF, LF or CR (a CRLF
 //! split across two reads is still one line end), an empty line dispatches the event,
@@ -11,13 +12,13 @@
 //!
 //! One deliberate extension: llama.cpp sends mid-stream errors as a non-standard
 //! `error: {json}` field, which a spec-compliant parser would drop. We keep it in
-//! [`SseEvent::error`] so the protocol layer can fail the run.
+//! [`Event::error`] so the protocol layer can fail the run.
 
 use std::fmt;
 
-/// One dispatched event.
+/// One framed message: an SSE event, or one NDJSON line (in `data`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SseEvent {
+pub struct Event {
     /// The `event:` field, if any (Anthropic, OpenAI Responses, error events).
     pub event: Option<String>,
     /// All `data:` lines joined with `\n`.
@@ -48,6 +49,80 @@ impl fmt::Display for FramingError {
 
 impl std::error::Error for FramingError {}
 
+/// The framing a protocol uses.
+#[derive(Debug)]
+pub enum Decoder {
+    Sse(SseDecoder),
+    Ndjson(NdjsonDecoder),
+}
+
+impl Decoder {
+    pub fn sse(max_event_bytes: usize) -> Self {
+        Decoder::Sse(SseDecoder::new(max_event_bytes))
+    }
+
+    pub fn ndjson(max_line_bytes: usize) -> Self {
+        Decoder::Ndjson(NdjsonDecoder::new(max_line_bytes))
+    }
+
+    /// Consumes one read's bytes and returns the messages it completed, in order.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Event>, FramingError> {
+        match self {
+            Decoder::Sse(d) => d.push(bytes),
+            Decoder::Ndjson(d) => d.push(bytes),
+        }
+    }
+}
+
+/// Incremental NDJSON decoder: one message per `\n`-terminated line (a trailing `\r`
+/// is dropped, empty lines are skipped). Memory is bounded by `max_line_bytes`.
+#[derive(Debug)]
+pub struct NdjsonDecoder {
+    line: Vec<u8>,
+    max_line_bytes: usize,
+}
+
+impl NdjsonDecoder {
+    pub fn new(max_line_bytes: usize) -> Self {
+        NdjsonDecoder {
+            line: Vec::new(),
+            max_line_bytes,
+        }
+    }
+
+    pub fn push(&mut self, mut bytes: &[u8]) -> Result<Vec<Event>, FramingError> {
+        let mut out = Vec::new();
+        while let Some(pos) = bytes.iter().position(|&b| b == b'\n') {
+            self.extend(&bytes[..pos])?;
+            bytes = &bytes[pos + 1..];
+            let mut line = std::mem::take(&mut self.line);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let data = String::from_utf8(line).map_err(|_| FramingError::InvalidUtf8)?;
+            out.push(Event {
+                data,
+                ..Event::default()
+            });
+        }
+        self.extend(bytes)?;
+        Ok(out)
+    }
+
+    fn extend(&mut self, part: &[u8]) -> Result<(), FramingError> {
+        if self.line.len() + part.len() > self.max_line_bytes {
+            return Err(FramingError::TooLarge {
+                limit: self.max_line_bytes,
+            });
+        }
+        self.line.extend_from_slice(part);
+        Ok(())
+    }
+}
+
 /// Incremental SSE decoder. Feed it each read with [`SseDecoder::push`]; it returns the
 /// events that read completed. Memory is bounded by `max_event_bytes`.
 #[derive(Debug)]
@@ -56,7 +131,7 @@ pub struct SseDecoder {
     line: Vec<u8>,
     /// The previous read ended in CR: a leading LF in the next read belongs to it.
     pending_cr: bool,
-    current: SseEvent,
+    current: Event,
     /// The current event has at least one field (so an empty line dispatches it).
     has_fields: bool,
     has_data: bool,
@@ -69,7 +144,7 @@ impl SseDecoder {
         SseDecoder {
             line: Vec::new(),
             pending_cr: false,
-            current: SseEvent::default(),
+            current: Event::default(),
             has_fields: false,
             has_data: false,
             event_bytes: 0,
@@ -78,7 +153,7 @@ impl SseDecoder {
     }
 
     /// Consumes one read's bytes and returns the events it completed, in order.
-    pub fn push(&mut self, mut bytes: &[u8]) -> Result<Vec<SseEvent>, FramingError> {
+    pub fn push(&mut self, mut bytes: &[u8]) -> Result<Vec<Event>, FramingError> {
         let mut out = Vec::new();
         if bytes.is_empty() {
             return Ok(out);
@@ -119,7 +194,7 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn process_line(&mut self, line: &[u8]) -> Result<Option<SseEvent>, FramingError> {
+    fn process_line(&mut self, line: &[u8]) -> Result<Option<Event>, FramingError> {
         if line.is_empty() {
             return Ok(self.dispatch());
         }
@@ -149,7 +224,7 @@ impl SseDecoder {
         Ok(None)
     }
 
-    fn dispatch(&mut self) -> Option<SseEvent> {
+    fn dispatch(&mut self) -> Option<Event> {
         let had_fields = self.has_fields;
         self.has_fields = false;
         self.has_data = false;
@@ -169,14 +244,14 @@ impl SseDecoder {
 pub(crate) mod tests {
     use super::*;
 
-    fn data(s: &str) -> SseEvent {
-        SseEvent {
+    fn data(s: &str) -> Event {
+        Event {
             data: s.to_owned(),
-            ..SseEvent::default()
+            ..Event::default()
         }
     }
 
-    fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+    fn decode_all(chunks: &[&[u8]]) -> Vec<Event> {
         let mut d = SseDecoder::new(1 << 20);
         chunks.iter().flat_map(|c| d.push(c).unwrap()).collect()
     }
@@ -203,7 +278,7 @@ pub(crate) mod tests {
         let ev = decode_all(&chunks);
         assert_eq!(
             ev,
-            vec![SseEvent {
+            vec![Event {
                 event: Some("ping".into()),
                 data: "hi".into(),
                 error: None
@@ -313,6 +388,48 @@ pub(crate) mod tests {
         let mut d = SseDecoder::new(64);
         let err = (0..20).find_map(|_| d.push(b"data: 0123456789\n").err());
         assert_eq!(err, Some(FramingError::TooLarge { limit: 64 }));
+    }
+
+    fn ndjson_all(chunks: &[&[u8]]) -> Vec<String> {
+        let mut d = NdjsonDecoder::new(1 << 20);
+        chunks
+            .iter()
+            .flat_map(|c| d.push(c).unwrap())
+            .map(|e| e.data)
+            .collect()
+    }
+
+    #[test]
+    fn ndjson_lines_split_anywhere() {
+        let stream = b"{\"response\":\"A\",\"done\":false}\n{\"response\":\"\",\"done\":true}\n";
+        for cut in 0..stream.len() {
+            let lines = ndjson_all(&[&stream[..cut], &stream[cut..]]);
+            assert_eq!(lines.len(), 2, "cut at {cut}");
+            assert!(lines[1].contains("\"done\":true"));
+        }
+    }
+
+    #[test]
+    fn ndjson_skips_blank_lines_and_drops_cr() {
+        let lines = ndjson_all(&[b"{\"a\":1}\r\n\n  \n{\"b\":2}\n"]);
+        assert_eq!(lines, ["{\"a\":1}", "{\"b\":2}"]);
+    }
+
+    #[test]
+    fn ndjson_without_a_final_newline_keeps_the_line_buffered() {
+        let mut d = NdjsonDecoder::new(1024);
+        assert!(d.push(b"{\"done\":true}").unwrap().is_empty());
+    }
+
+    #[test]
+    fn ndjson_line_cap_and_utf8() {
+        let mut d = NdjsonDecoder::new(16);
+        assert_eq!(
+            d.push(b"{\"response\":\"xxxxxxxxxxxxxxxx"),
+            Err(FramingError::TooLarge { limit: 16 })
+        );
+        let mut d = NdjsonDecoder::new(16);
+        assert_eq!(d.push(b"\xff\n"), Err(FramingError::InvalidUtf8));
     }
 
     #[test]

@@ -6,10 +6,13 @@
 //! metrics. [`ReadyProbe::run_once`] gives every run its deadlines and stamps the result
 //! into an [`Outcome`]. Probes see only config, outcome, framing, net and payload.
 
+pub mod anthropic;
 pub mod framing;
 pub mod http;
+pub mod ollama;
 pub mod openai;
 mod stream;
+pub mod tgi;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -18,10 +21,11 @@ use crate::config::{Kind, ProbeConfig, display_url};
 use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
 
-/// The deadlines of one run, both measured from its start.
+/// The deadlines of one run. The probe takes its own start instant after preparing the
+/// request (so request building is never inside the measured time); the deadlines are
+/// set a few microseconds earlier, when the run begins.
 #[derive(Debug, Clone, Copy)]
 pub struct RunContext {
-    pub start: Instant,
     /// The whole response, terminator included, must be in by then.
     pub deadline: tokio::time::Instant,
     /// The first generated token must be in by then (streaming kinds).
@@ -36,6 +40,9 @@ pub trait Probe {
 /// The closed set of probe kinds.
 pub enum AnyProbe {
     OpenAi(openai::OpenAiProbe),
+    Ollama(ollama::OllamaProbe),
+    Tgi(tgi::TgiProbe),
+    Anthropic(anthropic::AnthropicProbe),
     Http(http::HttpProbe),
 }
 
@@ -43,6 +50,9 @@ impl Probe for AnyProbe {
     async fn run(&self, cx: &RunContext) -> Observation {
         match self {
             AnyProbe::OpenAi(p) => p.run(cx).await,
+            AnyProbe::Ollama(p) => p.run(cx).await,
+            AnyProbe::Tgi(p) => p.run(cx).await,
+            AnyProbe::Anthropic(p) => p.run(cx).await,
             AnyProbe::Http(p) => p.run(cx).await,
         }
     }
@@ -59,9 +69,12 @@ pub struct ReadyProbe {
 impl ReadyProbe {
     pub fn build(config: &ProbeConfig, location: &str, roots: &TlsRoots) -> Result<Self, BuildError> {
         let probe = match config.kind {
-            Kind::OpenAiChat | Kind::OpenAiCompletions => {
+            Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
                 AnyProbe::OpenAi(openai::OpenAiProbe::build(config, roots)?)
             }
+            Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, roots)?),
+            Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, roots)?),
+            Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, roots)?),
             Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, roots)?),
         };
         let identity = ProbeIdentity {
@@ -84,9 +97,9 @@ impl ReadyProbe {
     /// own deadlines so that a timed-out run keeps the phases it did measure.
     pub async fn run_once(&self) -> Outcome {
         let started_at = SystemTime::now();
-        let now = tokio::time::Instant::now();
+        let begun = Instant::now();
+        let now = tokio::time::Instant::from_std(begun);
         let cx = RunContext {
-            start: Instant::now(),
             deadline: now + self.config.timeout,
             first_token_deadline: now + self.config.first_token_timeout,
         };
@@ -94,7 +107,7 @@ impl ReadyProbe {
         let observation = match tokio::time::timeout_at(cx.deadline + grace, self.probe.run(&cx)).await {
             Ok(o) => o,
             Err(_) => Observation::failed(
-                cx.start,
+                begun,
                 Failure::new(
                     FailureReason::TimeoutTotal,
                     format!("no result within {:?}", self.config.timeout),
@@ -108,6 +121,15 @@ impl ReadyProbe {
             observation,
         }
     }
+}
+
+/// The start of a server's text for a message: at most 80 characters.
+pub(crate) fn preview(s: &str) -> String {
+    let mut p: String = s.chars().take(80).collect();
+    if p.len() < s.len() {
+        p.push_str("...");
+    }
+    p
 }
 
 /// Removes configured secrets (header values, and the token part of `Bearer x`) from

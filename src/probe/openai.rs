@@ -1,6 +1,7 @@
-//! OpenAI-compatible streaming: `POST /v1/chat/completions` (`openai_chat`) and
-//! `POST /v1/completions` (`openai_completions`), as vLLM, llama.cpp, TGI's Messages API,
-//! Ollama's /v1 and hosted APIs serve them.
+//! OpenAI-compatible streaming: `POST /v1/chat/completions` (`openai_chat`),
+//! `POST /v1/completions` (`openai_completions`) and `POST /v1/responses`
+//! (`openai_responses`), as vLLM, llama.cpp, TGI's Messages API, Ollama's /v1 and hosted
+//! APIs serve them.
 //!
 //! Wire facts (../shared/reference/llm-protocols.md §1, §2, §4): `stream: true` with
 //! `stream_options.include_usage` so the server reports its token count in a last chunk
@@ -10,151 +11,143 @@
 //! in `reasoning_content` / `reasoning`; `data: [DONE]` ends the stream; errors after the
 //! stream started arrive in-band as `{"error": ...}` (vLLM), an `event: error`, or
 //! llama.cpp's non-standard `error:` field.
+//!
+//! The Responses API (§3) streams named events instead: text in
+//! `response.output_text.delta`, usage only in the terminal `response.completed` (or
+//! `response.incomplete`, e.g. at `max_output_tokens`), failures as `response.failed` or
+//! an `error` event, and no `[DONE]` (tolerated if a server sends one).
 
 use bytes::Bytes;
-use http_body_util::Full;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::framing::SseEvent;
-use super::stream::{self, EventFacts};
-use super::{Probe, Redactor, RunContext};
-use crate::config::{Expect, Kind, ProbeConfig};
-use crate::net::{BuildError, HttpClient, TlsRoots};
+use super::framing::Event;
+use super::stream::{self, EventFacts, Framing, Generation};
+use super::{Probe, RunContext};
+use crate::config::{Kind, ProbeConfig};
+use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
-use crate::payload::PromptSet;
+
+/// Which of the three OpenAI streaming APIs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Chat,
+    Completions,
+    Responses,
+}
 
 pub struct OpenAiProbe {
-    chat: bool,
-    client: HttpClient,
-    /// Request bodies, one per prompt, serialized once at build time: a run only clones
-    /// a `Bytes` handle before the clock starts.
-    bodies: Vec<(Bytes, &'static str)>,
-    prompts: PromptSet,
-    path_and_query: http::uri::PathAndQuery,
-    headers: http::HeaderMap,
-    expect: Expect,
-    max_response_bytes: u64,
-    redactor: Redactor,
+    api: Api,
+    generation: Generation,
 }
 
 impl OpenAiProbe {
     pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
-        let chat = config.kind == Kind::OpenAiChat;
-        let prompts = PromptSet::new(&config.prompts);
-        let model = config.model.clone().unwrap_or_default();
-        let bodies = prompts
-            .prompts()
-            .iter()
-            .map(|p| {
-                let body = if chat {
-                    json!({
-                        "model": model,
-                        "messages": [{"role": "user", "content": p.text}],
-                        "max_tokens": config.max_tokens,
-                        "stream": true,
-                        "stream_options": {"include_usage": true},
-                    })
-                } else {
-                    json!({
-                        "model": model,
-                        "prompt": p.text,
-                        "max_tokens": config.max_tokens,
-                        "stream": true,
-                        "stream_options": {"include_usage": true},
-                    })
-                };
-                (Bytes::from(body.to_string()), p.bucket.as_str())
-            })
-            .collect();
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        headers.insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(http::header::USER_AGENT, super::http::user_agent());
-        for (name, value) in &config.headers {
-            if let Ok(v) = http::HeaderValue::from_str(value.expose()) {
-                let mut v = v;
-                v.set_sensitive(true);
-                headers.insert(name.clone(), v);
-            }
-        }
         Ok(OpenAiProbe {
-            chat,
-            client: HttpClient::new(
-                &config.url,
+            api: match config.kind {
+                Kind::OpenAiChat => Api::Chat,
+                Kind::OpenAiResponses => Api::Responses,
+                _ => Api::Completions,
+            },
+            generation: Generation::build(
+                config,
                 roots,
-                config.tls.ca_file.as_deref(),
-                config.tls.server_name.as_deref(),
-                config.reuse_connections,
+                &[
+                    (http::header::CONTENT_TYPE, "application/json"),
+                    (http::header::ACCEPT, "text/event-stream"),
+                ],
             )?,
-            bodies,
-            prompts,
-            path_and_query: config
-                .url
-                .path_and_query()
-                .cloned()
-                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
-            headers,
-            expect: config.expect.clone(),
-            max_response_bytes: config.max_response_bytes,
-            redactor: Redactor::new(config),
         })
+    }
+
+    fn request_body(&self, prompt: &str) -> Bytes {
+        let g = &self.generation;
+        let stream_options = StreamOptions { include_usage: true };
+        let body = match self.api {
+            Api::Chat => serde_json::to_vec(&ChatRequest {
+                model: &g.model,
+                messages: [Message {
+                    role: "user",
+                    content: prompt,
+                }],
+                max_tokens: g.max_tokens,
+                stream: true,
+                stream_options,
+            }),
+            Api::Completions => serde_json::to_vec(&CompletionRequest {
+                model: &g.model,
+                prompt,
+                max_tokens: g.max_tokens,
+                stream: true,
+                stream_options,
+            }),
+            Api::Responses => serde_json::to_vec(&ResponsesRequest {
+                model: &g.model,
+                input: prompt,
+                max_output_tokens: g.max_tokens,
+                stream: true,
+            }),
+        };
+        Bytes::from(body.expect("plain structs serialize"))
     }
 }
 
 impl Probe for OpenAiProbe {
     async fn run(&self, cx: &RunContext) -> Observation {
-        // Everything before the clock starts: pick the body, build the request.
-        let index = self.prompts.next_index();
-        let (body, bucket) = self.bodies[index].clone();
-        let mut request = http::Request::post(http::Uri::from(self.path_and_query.clone()))
-            .body(Full::new(body))
-            .expect("a request from valid parts");
-        *request.headers_mut() = self.headers.clone();
-
-        let mut obs = Observation::new(cx.start);
-        obs.prompt_bucket = bucket;
-        let Some(mut response) = stream::send(
-            &self.client,
-            request,
-            &mut obs,
-            cx.first_token_deadline,
-            FailureReason::TimeoutFirstToken,
-            self.max_response_bytes,
-        )
-        .await
-        else {
-            return obs;
-        };
-        if !stream::check_status(&mut response, &self.expect, cx, &mut obs, &self.redactor).await {
-            return obs;
-        }
-        if !stream::check_content_type(&response, "text/event-stream", &mut obs) {
-            return obs;
-        }
-        let chat = self.chat;
-        let Some(streamed) = stream::read_sse(&mut response.body, cx, &mut obs, &self.redactor, |e| {
-            parse_event(e, chat)
-        })
-        .await
-        else {
-            return obs;
-        };
-        response.body.finish(cx.deadline).await;
-        obs.result = stream::check_output(
-            &self.expect,
-            &streamed.text,
-            streamed.content_events > 0,
-            obs.output_tokens,
-        );
-        obs
+        let prompt = self.generation.prompts.next();
+        let body = self.request_body(&prompt.text);
+        let api = self.api;
+        self.generation
+            .run(
+                cx,
+                body,
+                prompt.bucket.as_str(),
+                Framing::Sse,
+                "text/event-stream",
+                |e| match api {
+                    Api::Chat => parse_event(e, true),
+                    Api::Completions => parse_event(e, false),
+                    Api::Responses => parse_responses_event(e),
+                },
+            )
+            .await
     }
+}
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: [Message<'a>; 1],
+    max_tokens: u32,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct CompletionRequest<'a> {
+    model: &'a str,
+    prompt: &'a str,
+    max_tokens: u32,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+#[derive(Serialize)]
+struct ResponsesRequest<'a> {
+    model: &'a str,
+    input: &'a str,
+    max_output_tokens: u32,
+    stream: bool,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Deserialize)]
@@ -187,7 +180,7 @@ struct Usage {
 }
 
 /// Reads one SSE event of an OpenAI-compatible stream.
-pub(crate) fn parse_event(event: &SseEvent, chat: bool) -> Result<EventFacts, Failure> {
+pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failure> {
     if let Some(err) = &event.error {
         return Err(stream_error(err));
     }
@@ -207,7 +200,10 @@ pub(crate) fn parse_event(event: &SseEvent, chat: bool) -> Result<EventFacts, Fa
     let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
         Failure::new(
             FailureReason::InvalidResponse,
-            format!("stream event is not a valid chunk ({e}): {}", preview(data)),
+            format!(
+                "stream event is not a valid chunk ({e}): {}",
+                super::preview(data)
+            ),
         )
     })?;
     if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
@@ -220,7 +216,10 @@ pub(crate) fn parse_event(event: &SseEvent, chat: bool) -> Result<EventFacts, Fa
     if chunk.choices.is_none() && chunk.usage.is_none() {
         return Err(Failure::new(
             FailureReason::InvalidResponse,
-            format!("stream event has neither choices nor usage: {}", preview(data)),
+            format!(
+                "stream event has neither choices nor usage: {}",
+                super::preview(data)
+            ),
         ));
     }
     let mut facts = EventFacts {
@@ -245,20 +244,74 @@ pub(crate) fn parse_event(event: &SseEvent, chat: bool) -> Result<EventFacts, Fa
     Ok(facts)
 }
 
+/// Reads one event of a Responses API stream. The type is in the data's `type` (and
+/// usually repeated in `event:`).
+pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure> {
+    let data = event.data.trim();
+    if data == "[DONE]" {
+        return Ok(EventFacts {
+            done: true,
+            ..EventFacts::default()
+        });
+    }
+    let v: serde_json::Value = serde_json::from_str(data).map_err(|e| {
+        Failure::new(
+            FailureReason::InvalidResponse,
+            format!("stream event is not JSON ({e}): {}", super::preview(data)),
+        )
+    })?;
+    let kind = v
+        .get("type")
+        .and_then(|t| t.as_str())
+        .or(event.event.as_deref())
+        .ok_or_else(|| {
+            Failure::new(
+                FailureReason::InvalidResponse,
+                format!("stream event has no type: {}", super::preview(data)),
+            )
+        })?;
+    let delta = || v.get("delta").and_then(|d| d.as_str()).unwrap_or("");
+    let mut facts = EventFacts::default();
+    match kind {
+        "response.output_text.delta" => facts.text = delta().to_owned(),
+        "response.refusal.delta"
+        | "response.reasoning_text.delta"
+        | "response.reasoning_summary_text.delta"
+        | "response.function_call_arguments.delta" => facts.other_output = !delta().is_empty(),
+        "response.completed" | "response.incomplete" => {
+            facts.done = true;
+            facts.output_tokens = v
+                .pointer("/response/usage/output_tokens")
+                .and_then(|n| n.as_u64());
+        }
+        "response.failed" => {
+            let message = v
+                .pointer("/response/error/message")
+                .and_then(|m| m.as_str())
+                .unwrap_or("the response failed");
+            return Err(Failure::new(
+                FailureReason::StreamError,
+                format!("in-band error: {message}"),
+            ));
+        }
+        "error" => {
+            let message = stream::json_error_message(&v).unwrap_or_else(|| super::preview(data));
+            return Err(Failure::new(
+                FailureReason::StreamError,
+                format!("in-band error: {message}"),
+            ));
+        }
+        _ => {}
+    }
+    Ok(facts)
+}
+
 fn stream_error(raw: &str) -> Failure {
     let message = serde_json::from_str::<serde_json::Value>(raw)
         .ok()
         .and_then(|v| stream::json_error_message(&v))
-        .unwrap_or_else(|| preview(raw));
+        .unwrap_or_else(|| super::preview(raw));
     Failure::new(FailureReason::StreamError, format!("in-band error: {message}"))
-}
-
-fn preview(s: &str) -> String {
-    let mut p: String = s.chars().take(80).collect();
-    if p.len() < s.len() {
-        p.push_str("...");
-    }
-    p
 }
 
 #[cfg(test)]
@@ -266,7 +319,7 @@ mod tests {
     use super::*;
     use crate::probe::framing::SseDecoder;
 
-    fn events_of(transcript: &str) -> Vec<SseEvent> {
+    fn events_of(transcript: &str) -> Vec<Event> {
         let body = crate::probe::framing::tests::transcript_body(transcript);
         SseDecoder::new(1 << 20).push(body.as_bytes()).unwrap()
     }
@@ -333,9 +386,9 @@ mod tests {
 
     #[test]
     fn role_only_chunk_is_not_output() {
-        let e = SseEvent {
+        let e = Event {
             data: r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#.into(),
-            ..SseEvent::default()
+            ..Event::default()
         };
         let f = parse_event(&e, true).unwrap();
         assert!(f.text.is_empty() && !f.other_output);
@@ -343,9 +396,9 @@ mod tests {
 
     #[test]
     fn reasoning_counts_as_output() {
-        let e = SseEvent {
+        let e = Event {
             data: r#"{"choices":[{"index":0,"delta":{"reasoning_content":"Let me think"}}]}"#.into(),
-            ..SseEvent::default()
+            ..Event::default()
         };
         assert!(parse_event(&e, true).unwrap().other_output);
     }
@@ -357,9 +410,9 @@ mod tests {
             r#"{"choices":null,"usage":{"completion_tokens":8}}"#,
             r#"{"usage":{"completion_tokens":8}}"#,
         ] {
-            let e = SseEvent {
+            let e = Event {
                 data: data.into(),
-                ..SseEvent::default()
+                ..Event::default()
             };
             assert_eq!(parse_event(&e, true).unwrap().output_tokens, Some(8), "{data}");
         }
@@ -367,18 +420,18 @@ mod tests {
 
     #[test]
     fn in_band_errors_in_every_shape() {
-        let vllm = SseEvent {
+        let vllm = Event {
             data: r#"{"error":{"object":"error","message":"engine dead","type":"InternalServerError","code":500}}"#.into(),
-            ..SseEvent::default()
+            ..Event::default()
         };
-        let named = SseEvent {
+        let named = Event {
             event: Some("error".into()),
             data: r#"{"message":"overloaded"}"#.into(),
             error: None,
         };
-        let llama = SseEvent {
+        let llama = Event {
             error: Some(r#"{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}"#.into()),
-            ..SseEvent::default()
+            ..Event::default()
         };
         for (e, msg) in [
             (vllm, "engine dead"),
@@ -392,11 +445,49 @@ mod tests {
     }
 
     #[test]
+    fn responses_stream() {
+        let events = [
+            r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","status":"in_progress"}}"#,
+            r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Red"}"#,
+            r#"{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","status":"completed","usage":{"input_tokens":95,"output_tokens":1,"total_tokens":96}}}"#,
+        ];
+        let facts: Vec<_> = events
+            .iter()
+            .map(|d| {
+                parse_responses_event(&Event {
+                    data: (*d).into(),
+                    ..Event::default()
+                })
+                .unwrap()
+            })
+            .collect();
+        assert!(facts[0].text.is_empty() && !facts[0].done);
+        assert_eq!(facts[1].text, "Red");
+        assert!(facts[2].done);
+        assert_eq!(facts[2].output_tokens, Some(1));
+    }
+
+    #[test]
+    fn responses_failures() {
+        let failed = r#"{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"server_error","message":"The model crashed"}}}"#;
+        let error = r#"{"type":"error","code":"rate_limit_exceeded","message":"Slow down","param":null}"#;
+        for (data, msg) in [(failed, "The model crashed"), (error, "Slow down")] {
+            let f = parse_responses_event(&Event {
+                data: data.into(),
+                ..Event::default()
+            })
+            .unwrap_err();
+            assert_eq!(f.reason, FailureReason::StreamError);
+            assert!(f.message.contains(msg), "{}", f.message);
+        }
+    }
+
+    #[test]
     fn garbage_is_an_invalid_response() {
         for data in ["{not json", "42", r#"{"foo":1}"#, r#"{"choices":"nope"}"#] {
-            let e = SseEvent {
+            let e = Event {
                 data: data.into(),
-                ..SseEvent::default()
+                ..Event::default()
             };
             assert_eq!(
                 parse_event(&e, true).unwrap_err().reason,

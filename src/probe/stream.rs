@@ -10,19 +10,187 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body_util::Full;
 
-use super::framing::{SseDecoder, SseEvent};
+use super::framing::{Decoder, Event};
 use super::{Redactor, RunContext};
-use crate::config::Expect;
-use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream};
+use crate::config::{Expect, ProbeConfig};
+use crate::net::{BodyError, BodyStream, BuildError, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
+use crate::payload::PromptSet;
 
-/// Largest single SSE event we accept. Real events are a few hundred bytes; a stream that
+/// Largest single event (SSE event or NDJSON line) we accept. Real events are a few hundred bytes; a stream that
 /// never ends an event is a broken server, not a reason to grow without bound.
 const MAX_EVENT_BYTES: usize = 1024 * 1024;
 /// Generated text kept for `expect.contains`; the rest is counted, not stored.
 const MAX_KEPT_TEXT: usize = 64 * 1024;
 /// Bytes of an error body read for its message.
 const MAX_ERROR_BODY: usize = 4096;
+
+/// Where a probe sends and what it checks, the same for every kind: the client, the
+/// request target, the headers (the user's marked sensitive), the `expect` checks, and
+/// the secrets to keep out of messages.
+pub(crate) struct Endpoint {
+    client: HttpClient,
+    path_and_query: http::uri::PathAndQuery,
+    headers: http::HeaderMap,
+    pub expect: Expect,
+    max_response_bytes: u64,
+    pub redactor: Redactor,
+}
+
+impl Endpoint {
+    /// `base` headers are the protocol's own (content type, accept); the user's headers
+    /// from the config override them.
+    pub fn build(
+        config: &ProbeConfig,
+        roots: &TlsRoots,
+        base: &[(http::HeaderName, &'static str)],
+    ) -> Result<Self, BuildError> {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!("inferprobe/", env!("CARGO_PKG_VERSION"))),
+        );
+        for (name, value) in base {
+            headers.insert(name.clone(), http::HeaderValue::from_static(value));
+        }
+        for (name, value) in &config.headers {
+            if let Ok(mut v) = http::HeaderValue::from_str(value.expose()) {
+                v.set_sensitive(true);
+                headers.insert(name.clone(), v);
+            }
+        }
+        Ok(Endpoint {
+            client: HttpClient::new(
+                &config.url,
+                roots,
+                config.tls.ca_file.as_deref(),
+                config.tls.server_name.as_deref(),
+                config.reuse_connections,
+            )?,
+            path_and_query: config
+                .url
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+            headers,
+            expect: config.expect.clone(),
+            max_response_bytes: config.max_response_bytes,
+            redactor: Redactor::new(config),
+        })
+    }
+
+    /// The request to send; built before a run's clock starts.
+    pub fn request(&self, method: &http::Method, body: Bytes) -> http::Request<Full<Bytes>> {
+        let mut request = http::Request::builder()
+            .method(method.clone())
+            .uri(http::Uri::from(self.path_and_query.clone()))
+            .body(Full::new(body))
+            .expect("a request from valid parts");
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+
+    /// Sends and checks the status: `Some` with the response when the body is worth
+    /// reading, `None` with `obs.result` set otherwise.
+    pub async fn open(
+        &self,
+        request: http::Request<Full<Bytes>>,
+        cx: &RunContext,
+        obs: &mut Observation,
+        head_deadline: tokio::time::Instant,
+        head_timeout_reason: FailureReason,
+    ) -> Option<ResponseStream<'_>> {
+        let mut response = send(
+            &self.client,
+            request,
+            obs,
+            head_deadline,
+            head_timeout_reason,
+            self.max_response_bytes,
+        )
+        .await?;
+        check_status(&mut response, &self.expect, cx, obs, &self.redactor)
+            .await
+            .then_some(response)
+    }
+}
+
+/// What every generative (LLM) kind holds: where to send, which model, the output cap
+/// and the prompts to rotate.
+pub(crate) struct Generation {
+    pub endpoint: Endpoint,
+    pub model: String,
+    pub max_tokens: u32,
+    pub prompts: PromptSet,
+}
+
+impl Generation {
+    pub fn build(
+        config: &ProbeConfig,
+        roots: &TlsRoots,
+        base_headers: &[(http::HeaderName, &'static str)],
+    ) -> Result<Self, BuildError> {
+        Ok(Generation {
+            endpoint: Endpoint::build(config, roots, base_headers)?,
+            model: config.model.clone().unwrap_or_default(),
+            max_tokens: config.max_tokens,
+            prompts: PromptSet::new(&config.prompts),
+        })
+    }
+
+    /// One streamed generation, the way every LLM kind runs: send `body`, expect a 2xx
+    /// stream of `content_type`, read its events with `parse` up to the terminator, then
+    /// apply the `expect` checks. The clock starts after the request is built.
+    pub async fn run(
+        &self,
+        cx: &RunContext,
+        body: Bytes,
+        prompt_bucket: &'static str,
+        framing: Framing,
+        content_type: &str,
+        parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
+    ) -> Observation {
+        let request = self.endpoint.request(&http::Method::POST, body);
+        let mut obs = Observation::new(Instant::now());
+        obs.prompt_bucket = prompt_bucket;
+        let Some(mut response) = self
+            .endpoint
+            .open(
+                request,
+                cx,
+                &mut obs,
+                cx.first_token_deadline,
+                FailureReason::TimeoutFirstToken,
+            )
+            .await
+        else {
+            return obs;
+        };
+        if !check_content_type(&response, content_type, &mut obs) {
+            return obs;
+        }
+        let Some(streamed) = read_events(
+            &mut response.body,
+            framing,
+            cx,
+            &mut obs,
+            &self.endpoint.redactor,
+            parse,
+        )
+        .await
+        else {
+            return obs;
+        };
+        response.body.finish(cx.deadline).await;
+        obs.result = check_output(
+            &self.endpoint.expect,
+            &streamed.text,
+            streamed.content_events > 0,
+            obs.output_tokens,
+        );
+        obs
+    }
+}
 
 /// What one protocol event said, as the kind's parser reads it.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -36,12 +204,14 @@ pub(crate) struct EventFacts {
     pub output_tokens: Option<u64>,
     /// The protocol's terminator.
     pub done: bool,
+    /// Durations the server reported about itself, by stage.
+    pub server_reported: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// Sends the request, recording phases into `obs`. On failure `obs.result` is set and
 /// `None` returned. `head_deadline` bounds everything up to the response headers;
 /// running out of it is blamed on the phase that was in progress.
-pub(crate) async fn send<'c>(
+async fn send<'c>(
     client: &'c HttpClient,
     request: http::Request<Full<Bytes>>,
     obs: &mut Observation,
@@ -49,14 +219,9 @@ pub(crate) async fn send<'c>(
     head_timeout_reason: FailureReason,
     max_body_bytes: u64,
 ) -> Option<ResponseStream<'c>> {
-    let sent = tokio::time::timeout_at(
-        head_deadline,
-        client.send(request, &mut obs.marks, max_body_bytes),
-    )
-    .await;
+    let sent = tokio::time::timeout_at(head_deadline, client.send(request, obs, max_body_bytes)).await;
     match sent {
-        Ok(Ok((stream, reused))) => {
-            obs.connection_reused = reused;
+        Ok(Ok(stream)) => {
             obs.http_status = Some(stream.response.status().as_u16());
             Some(stream)
         }
@@ -84,14 +249,15 @@ pub(crate) async fn send<'c>(
     }
 }
 
+/// Deadlines are set a few microseconds before a run's start instant; show whole ms.
 fn round_ms(d: std::time::Duration) -> std::time::Duration {
-    std::time::Duration::from_millis(d.as_millis() as u64)
+    std::time::Duration::from_millis((d.as_secs_f64() * 1000.0).round() as u64)
 }
 
 /// Fails the run unless the status is accepted: listed in `expect.status`, or any 2xx
 /// when the list is empty. For a rejected status the error body's message (secrets
 /// removed) goes into the failure message.
-pub(crate) async fn check_status(
+async fn check_status(
     stream: &mut ResponseStream<'_>,
     expect: &Expect,
     cx: &RunContext,
@@ -185,7 +351,7 @@ fn one_line(s: &str, max_chars: usize) -> String {
 }
 
 /// Checks the content type of a streamed response before reading it.
-pub(crate) fn check_content_type(stream: &ResponseStream<'_>, expected: &str, obs: &mut Observation) -> bool {
+fn check_content_type(stream: &ResponseStream<'_>, expected: &str, obs: &mut Observation) -> bool {
     let got = stream
         .response
         .headers()
@@ -211,17 +377,28 @@ pub(crate) struct Streamed {
     pub content_events: u64,
 }
 
-/// Reads an SSE body to the protocol's terminator, timing every content-bearing event.
+/// How a streamed body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    Sse,
+    Ndjson,
+}
+
+/// Reads a streamed body to the protocol's terminator, timing every content-bearing event.
 /// Fills marks, chunk gaps, tokens and `obs.result`; returns what was generated when the
 /// stream completed.
-pub(crate) async fn read_sse(
+async fn read_events(
     body: &mut BodyStream<'_>,
+    framing: Framing,
     cx: &RunContext,
     obs: &mut Observation,
     redactor: &Redactor,
-    mut parse: impl FnMut(&SseEvent) -> Result<EventFacts, Failure>,
+    mut parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
 ) -> Option<Streamed> {
-    let mut decoder = SseDecoder::new(MAX_EVENT_BYTES);
+    let mut decoder = match framing {
+        Framing::Sse => Decoder::sse(MAX_EVENT_BYTES),
+        Framing::Ndjson => Decoder::ndjson(MAX_EVENT_BYTES),
+    };
     let mut out = Streamed::default();
     let mut usage_tokens = None;
     let result = loop {
@@ -238,7 +415,7 @@ pub(crate) async fn read_sse(
                 break Err(timeout_failure(
                     FailureReason::TimeoutFirstToken,
                     "no token",
-                    cx.start,
+                    obs.marks.start,
                     deadline,
                 ));
             }
@@ -246,7 +423,7 @@ pub(crate) async fn read_sse(
                 break Err(timeout_failure(
                     FailureReason::TimeoutTotal,
                     "stream not finished",
-                    cx.start,
+                    obs.marks.start,
                     deadline,
                 ));
             }
@@ -291,6 +468,7 @@ pub(crate) async fn read_sse(
             if facts.output_tokens.is_some() {
                 usage_tokens = facts.output_tokens;
             }
+            obs.server_reported.extend(facts.server_reported);
             if facts.done {
                 done = true;
                 break;

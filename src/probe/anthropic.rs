@@ -1,0 +1,207 @@
+//! `anthropic`: the Messages API, `POST /v1/messages` with `stream: true`.
+//!
+//! Wire facts (../shared/reference/llm-protocols.md §7): named SSE events; text arrives in
+//! `content_block_delta` events with `delta.type == "text_delta"`; `thinking_delta` and
+//! `input_json_delta` are output too; `ping` and `content_block_start` (an empty block)
+//! are not; `message_delta.usage.output_tokens` is the cumulative count; `message_stop`
+//! ends the stream; errors after the stream started are `event: error`. Authentication
+//! is the user's `x-api-key` header; `anthropic-version` defaults to 2023-06-01 and can
+//! be overridden in `headers`.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::framing::Event;
+use super::stream::{self, EventFacts, Framing, Generation};
+use super::{Probe, RunContext};
+use crate::config::ProbeConfig;
+use crate::net::{BuildError, TlsRoots};
+use crate::outcome::{Failure, FailureReason, Observation};
+
+pub struct AnthropicProbe {
+    generation: Generation,
+}
+
+impl AnthropicProbe {
+    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+        Ok(AnthropicProbe {
+            generation: Generation::build(
+                config,
+                roots,
+                &[
+                    (http::header::CONTENT_TYPE, "application/json"),
+                    (http::header::ACCEPT, "text/event-stream"),
+                    (http::HeaderName::from_static("anthropic-version"), "2023-06-01"),
+                ],
+            )?,
+        })
+    }
+}
+
+impl Probe for AnthropicProbe {
+    async fn run(&self, cx: &RunContext) -> Observation {
+        let g = &self.generation;
+        let prompt = g.prompts.next();
+        let body = serde_json::to_vec(&Request {
+            model: &g.model,
+            max_tokens: g.max_tokens,
+            messages: [Message {
+                role: "user",
+                content: &prompt.text,
+            }],
+            stream: true,
+        })
+        .expect("plain structs serialize");
+        g.run(
+            cx,
+            Bytes::from(body),
+            prompt.bucket.as_str(),
+            Framing::Sse,
+            "text/event-stream",
+            parse_event,
+        )
+        .await
+    }
+}
+
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: [Message<'a>; 1],
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Deserialize)]
+struct StreamEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    delta: Option<Delta>,
+    usage: Option<Usage>,
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+    thinking: Option<String>,
+    partial_json: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    output_tokens: Option<u64>,
+}
+
+pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
+    let e: StreamEvent = serde_json::from_str(&event.data).map_err(|err| {
+        Failure::new(
+            FailureReason::InvalidResponse,
+            format!(
+                "stream event is not a Messages event ({err}): {}",
+                super::preview(&event.data)
+            ),
+        )
+    })?;
+    let mut facts = EventFacts::default();
+    match e.kind.as_str() {
+        "error" => {
+            let message = e
+                .error
+                .as_ref()
+                .and_then(|err| stream::json_error_message(&serde_json::json!({ "error": err })))
+                .unwrap_or_else(|| super::preview(&event.data));
+            let kind = e
+                .error
+                .as_ref()
+                .and_then(|err| err.get("type"))
+                .and_then(|t| t.as_str())
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default();
+            return Err(Failure::new(
+                FailureReason::StreamError,
+                format!("in-band error{kind}: {message}"),
+            ));
+        }
+        "content_block_delta" => {
+            if let Some(d) = e.delta {
+                match d.kind.as_deref() {
+                    Some("text_delta") => facts.text = d.text.unwrap_or_default(),
+                    _ => {
+                        let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
+                        facts.other_output = nonempty(&d.thinking) || nonempty(&d.partial_json);
+                    }
+                }
+            }
+        }
+        "message_delta" => facts.output_tokens = e.usage.and_then(|u| u.output_tokens),
+        "message_stop" => facts.done = true,
+        // message_start, content_block_start/stop, ping, and types added later.
+        _ => {}
+    }
+    Ok(facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::framing::SseDecoder;
+
+    const STREAM: &str = "event: message_start\n\
+data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"usage\":{\"input_tokens\":95,\"output_tokens\":1}}}\n\n\
+event: content_block_start\n\
+data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: ping\n\
+data: {\"type\":\"ping\"}\n\n\
+event: content_block_delta\n\
+data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Red\"}}\n\n\
+event: content_block_stop\n\
+data: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: message_delta\n\
+data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n\
+event: message_stop\n\
+data: {\"type\":\"message_stop\"}\n\n";
+
+    #[test]
+    fn a_whole_stream() {
+        let events = SseDecoder::new(1 << 20).push(STREAM.as_bytes()).unwrap();
+        let facts: Vec<_> = events.iter().map(|e| parse_event(e).unwrap()).collect();
+        let content: Vec<_> = facts
+            .iter()
+            .filter(|f| !f.text.is_empty() || f.other_output)
+            .collect();
+        assert_eq!(content.len(), 1, "only the text delta is output");
+        assert_eq!(content[0].text, "Red");
+        assert_eq!(facts.iter().find_map(|f| f.output_tokens), Some(3));
+        assert!(facts.last().unwrap().done);
+    }
+
+    #[test]
+    fn error_event() {
+        let e = Event {
+            event: Some("error".into()),
+            data: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+            error: None,
+        };
+        let f = parse_event(&e).unwrap_err();
+        assert_eq!(f.reason, FailureReason::StreamError);
+        assert_eq!(f.message, "in-band error (overloaded_error): Overloaded");
+    }
+
+    #[test]
+    fn thinking_is_output() {
+        let e = Event {
+            data: r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me"}}"#.into(),
+            ..Event::default()
+        };
+        assert!(parse_event(&e).unwrap().other_output);
+    }
+}

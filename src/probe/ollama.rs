@@ -1,0 +1,243 @@
+//! `ollama`: Ollama's native API, `POST /api/chat` or `POST /api/generate` (chosen by
+//! the URL's path), streamed as newline-delimited JSON.
+//!
+//! Wire facts (../shared/reference/llm-protocols.md §5): text in `message.content` (chat)
+//! or `response` (generate); the last line has `"done": true`, `eval_count` (output
+//! tokens) and the server's own durations in nanoseconds, which we export apart from our
+//! measurements. A mid-stream error is a line `{"error": "..."}` with no `done` field: a
+//! parser waiting for `done` would hang, so every line is checked for it first.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::framing::Event;
+use super::stream::{EventFacts, Framing, Generation};
+use super::{Probe, RunContext};
+use crate::config::ProbeConfig;
+use crate::net::{BuildError, TlsRoots};
+use crate::outcome::{Failure, FailureReason, Observation};
+
+pub struct OllamaProbe {
+    generation: Generation,
+    /// `/api/generate` (a bare prompt) rather than `/api/chat` (messages).
+    generate: bool,
+}
+
+impl OllamaProbe {
+    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+        Ok(OllamaProbe {
+            generation: Generation::build(
+                config,
+                roots,
+                &[(http::header::CONTENT_TYPE, "application/json")],
+            )?,
+            generate: config.url.path().trim_end_matches('/').ends_with("/api/generate"),
+        })
+    }
+
+    fn request_body(&self, prompt: &str) -> Bytes {
+        let g = &self.generation;
+        let options = Options {
+            num_predict: g.max_tokens,
+        };
+        let body = if self.generate {
+            serde_json::to_vec(&GenerateRequest {
+                model: &g.model,
+                prompt,
+                stream: true,
+                options,
+            })
+        } else {
+            serde_json::to_vec(&ChatRequest {
+                model: &g.model,
+                messages: [Message {
+                    role: "user",
+                    content: prompt,
+                }],
+                stream: true,
+                options,
+            })
+        };
+        Bytes::from(body.expect("plain structs serialize"))
+    }
+}
+
+impl Probe for OllamaProbe {
+    async fn run(&self, cx: &RunContext) -> Observation {
+        let prompt = self.generation.prompts.next();
+        let body = self.request_body(&prompt.text);
+        self.generation
+            .run(
+                cx,
+                body,
+                prompt.bucket.as_str(),
+                Framing::Ndjson,
+                "application/x-ndjson",
+                parse_line,
+            )
+            .await
+    }
+}
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: [Message<'a>; 1],
+    stream: bool,
+    options: Options,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'a str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct GenerateRequest<'a> {
+    model: &'a str,
+    prompt: &'a str,
+    stream: bool,
+    options: Options,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Options {
+    num_predict: u32,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    error: Option<serde_json::Value>,
+    done: Option<bool>,
+    /// /api/generate
+    response: Option<String>,
+    /// /api/chat
+    message: Option<LineMessage>,
+    /// Reasoning models (generate).
+    thinking: Option<String>,
+    eval_count: Option<u64>,
+    total_duration: Option<u64>,
+    load_duration: Option<u64>,
+    prompt_eval_duration: Option<u64>,
+    eval_duration: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct LineMessage {
+    content: Option<String>,
+    thinking: Option<String>,
+    tool_calls: Option<Vec<serde_json::Value>>,
+}
+
+/// Reads one NDJSON line of an Ollama stream.
+pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
+    let line: Line = serde_json::from_str(&event.data).map_err(|e| {
+        Failure::new(
+            FailureReason::InvalidResponse,
+            format!(
+                "stream line is not an Ollama object ({e}): {}",
+                super::preview(&event.data)
+            ),
+        )
+    })?;
+    if let Some(err) = line.error.filter(|e| !e.is_null()) {
+        let message = err.as_str().map(str::to_owned).unwrap_or_else(|| err.to_string());
+        return Err(Failure::new(
+            FailureReason::StreamError,
+            format!("in-band error: {message}"),
+        ));
+    }
+    let Some(done) = line.done else {
+        return Err(Failure::new(
+            FailureReason::InvalidResponse,
+            format!("stream line has no `done` field: {}", super::preview(&event.data)),
+        ));
+    };
+    let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
+    let mut facts = EventFacts {
+        done,
+        ..EventFacts::default()
+    };
+    if let Some(text) = &line.response {
+        facts.text.push_str(text);
+    }
+    facts.other_output |= nonempty(&line.thinking);
+    if let Some(m) = &line.message {
+        if let Some(text) = &m.content {
+            facts.text.push_str(text);
+        }
+        facts.other_output |= nonempty(&m.thinking) || m.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
+    }
+    if done {
+        facts.output_tokens = line.eval_count;
+        for (stage, ns) in [
+            ("total", line.total_duration),
+            ("load", line.load_duration),
+            ("prompt_eval", line.prompt_eval_duration),
+            ("eval", line.eval_duration),
+        ] {
+            if let Some(ns) = ns {
+                facts.server_reported.push((stage, Duration::from_nanos(ns)));
+            }
+        }
+    }
+    Ok(facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(s: &str) -> Result<EventFacts, Failure> {
+        parse_line(&Event {
+            data: s.to_owned(),
+            ..Event::default()
+        })
+    }
+
+    #[test]
+    fn generate_and_chat_lines() {
+        let f =
+            line(r#"{"model":"llava","created_at":"2025-01-01T00:00:00.1Z","response":" red","done":false}"#)
+                .unwrap();
+        assert_eq!((f.text.as_str(), f.done), (" red", false));
+        let f = line(r#"{"model":"m","message":{"role":"assistant","content":"Hi"},"done":false}"#).unwrap();
+        assert_eq!(f.text, "Hi");
+    }
+
+    #[test]
+    fn the_final_line_carries_tokens_and_server_durations() {
+        let f = line(r#"{"model":"llava","response":"","done":true,"done_reason":"stop","total_duration":4883583458,"load_duration":1334875,"prompt_eval_count":26,"prompt_eval_duration":342546000,"eval_count":282,"eval_duration":4535599000}"#).unwrap();
+        assert!(f.done);
+        assert_eq!(f.output_tokens, Some(282));
+        assert_eq!(
+            f.server_reported[0],
+            ("total", Duration::from_nanos(4_883_583_458))
+        );
+        assert_eq!(f.server_reported.len(), 4);
+    }
+
+    #[test]
+    fn an_error_line_fails_even_without_done() {
+        let f = line(r#"{"error":"an error was encountered while running the model"}"#).unwrap_err();
+        assert_eq!(f.reason, FailureReason::StreamError);
+        assert!(f.message.contains("while running the model"));
+    }
+
+    #[test]
+    fn lines_that_are_not_ollama_objects_are_invalid() {
+        for s in ["not json", r#"{"response":"x"}"#, "[1,2]"] {
+            assert_eq!(line(s).unwrap_err().reason, FailureReason::InvalidResponse, "{s}");
+        }
+    }
+
+    #[test]
+    fn thinking_counts_as_output() {
+        let f =
+            line(r#"{"message":{"role":"assistant","content":"","thinking":"hmm"},"done":false}"#).unwrap();
+        assert!(f.other_output && f.text.is_empty());
+    }
+}

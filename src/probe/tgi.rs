@@ -1,0 +1,167 @@
+//! `tgi`: Hugging Face text-generation-inference, `POST /generate_stream` (SSE).
+//!
+//! Wire facts (../shared/reference/llm-protocols.md §6): one `data:` event per token with
+//! `token.text` (`token.special` marks tokens such as EOS that are not part of the
+//! answer); the last event has non-null `details` (with `generated_tokens`) and
+//! `generated_text`, and there is no `[DONE]`; a mid-stream error is
+//! `data: {"error": "...", "error_type": "..."}`.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::framing::Event;
+use super::stream::{EventFacts, Framing, Generation};
+use super::{Probe, RunContext};
+use crate::config::ProbeConfig;
+use crate::net::{BuildError, TlsRoots};
+use crate::outcome::{Failure, FailureReason, Observation};
+
+pub struct TgiProbe {
+    generation: Generation,
+}
+
+impl TgiProbe {
+    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+        Ok(TgiProbe {
+            generation: Generation::build(
+                config,
+                roots,
+                &[
+                    (http::header::CONTENT_TYPE, "application/json"),
+                    (http::header::ACCEPT, "text/event-stream"),
+                ],
+            )?,
+        })
+    }
+}
+
+impl Probe for TgiProbe {
+    async fn run(&self, cx: &RunContext) -> Observation {
+        let prompt = self.generation.prompts.next();
+        let body = serde_json::to_vec(&Request {
+            inputs: &prompt.text,
+            parameters: Parameters {
+                max_new_tokens: self.generation.max_tokens,
+                details: true,
+            },
+        })
+        .expect("plain structs serialize");
+        self.generation
+            .run(
+                cx,
+                Bytes::from(body),
+                prompt.bucket.as_str(),
+                Framing::Sse,
+                "text/event-stream",
+                parse_event,
+            )
+            .await
+    }
+}
+
+#[derive(Serialize)]
+struct Request<'a> {
+    inputs: &'a str,
+    parameters: Parameters,
+}
+
+#[derive(Serialize)]
+struct Parameters {
+    max_new_tokens: u32,
+    details: bool,
+}
+
+#[derive(Deserialize)]
+struct StreamEvent {
+    token: Option<Token>,
+    generated_text: Option<String>,
+    details: Option<Details>,
+    error: Option<String>,
+    error_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Token {
+    text: String,
+    #[serde(default)]
+    special: bool,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    generated_tokens: Option<u64>,
+}
+
+pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
+    if event.data.trim().is_empty() {
+        return Ok(EventFacts::default());
+    }
+    let e: StreamEvent = serde_json::from_str(&event.data).map_err(|err| {
+        Failure::new(
+            FailureReason::InvalidResponse,
+            format!(
+                "stream event is not a TGI token ({err}): {}",
+                super::preview(&event.data)
+            ),
+        )
+    })?;
+    if let Some(message) = e.error {
+        let kind = e.error_type.map(|t| format!(" ({t})")).unwrap_or_default();
+        return Err(Failure::new(
+            FailureReason::StreamError,
+            format!("in-band error{kind}: {message}"),
+        ));
+    }
+    let Some(token) = e.token else {
+        return Err(Failure::new(
+            FailureReason::InvalidResponse,
+            format!("stream event has no token: {}", super::preview(&event.data)),
+        ));
+    };
+    let done = e.details.is_some() || e.generated_text.is_some();
+    Ok(EventFacts {
+        text: if token.special { String::new() } else { token.text },
+        output_tokens: e.details.and_then(|d| d.generated_tokens),
+        done,
+        ..EventFacts::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(s: &str) -> Result<EventFacts, Failure> {
+        parse_event(&Event {
+            data: s.to_owned(),
+            ..Event::default()
+        })
+    }
+
+    #[test]
+    fn tokens_special_tokens_and_the_final_event() {
+        let f = event(r#"{"index":1,"token":{"id":3681,"text":" Red","logprob":-0.3,"special":false},"generated_text":null,"details":null}"#).unwrap();
+        assert_eq!((f.text.as_str(), f.done), (" Red", false));
+        let f = event(r#"{"index":2,"token":{"id":2,"text":"</s>","logprob":-0.1,"special":true},"generated_text":" Red","details":{"finish_reason":"eos_token","generated_tokens":2,"input_length":12,"seed":null}}"#).unwrap();
+        assert!(f.text.is_empty() && f.done);
+        assert_eq!(f.output_tokens, Some(2));
+    }
+
+    #[test]
+    fn in_band_error() {
+        let f = event(r#"{"error":"Request failed during generation: Server error: CUDA out of memory","error_type":"generation"}"#).unwrap_err();
+        assert_eq!(f.reason, FailureReason::StreamError);
+        assert!(f.message.contains("(generation)") && f.message.contains("CUDA out of memory"));
+    }
+
+    #[test]
+    fn shapes_that_are_not_tgi() {
+        for s in ["{", r#"{"choices":[]}"#] {
+            assert_eq!(
+                event(s).unwrap_err().reason,
+                FailureReason::InvalidResponse,
+                "{s}"
+            );
+        }
+    }
+}

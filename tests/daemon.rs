@@ -1,0 +1,315 @@
+//! The real binary against the simulator: `run` as a daemon (metrics, API, reload,
+//! drain), `once` as a smoke gate, and `demo`.
+
+mod support;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use inferprobe::simulate::Script;
+use support::*;
+
+fn temp_config(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("inferprobe-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("probes.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn config_for(addr: std::net::SocketAddr, extra_probe: &str) -> String {
+    format!(
+        r#"
+agent:
+  location: test-region
+defaults:
+  interval: 1s
+  timeout: 900ms
+probes:
+  - name: chat
+    kind: openai_chat
+    url: http://{addr}/v1/chat/completions?ttft=20ms&token_gap=2ms&tokens=6
+    model: sim-model
+    headers:
+      Authorization: "Bearer sk-daemon-secret-marker"
+    labels:
+      team: ml
+  - name: broken
+    kind: openai_chat
+    url: http://{addr}/v1/chat/completions?fault=http-500
+    model: sim-model
+{extra_probe}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_daemon_serves_metrics_that_promtool_accepts_and_an_api_without_secrets() {
+    let sim = simulator(Script::default()).await;
+    let path = temp_config("metrics", &config_for(sim.addr, ""));
+    let mut d = Daemon::start(&path, &[]);
+    d.wait_for_log("\"probe\":\"chat\"", Duration::from_secs(10));
+    d.wait_for_log("\"probe\":\"broken\"", Duration::from_secs(10));
+
+    let text = d.metrics();
+    assert!(
+        metric_sum(
+            &text,
+            "inferprobe_runs_total",
+            &["probe=\"chat\"", "result=\"success\""]
+        ) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric_sum(
+            &text,
+            "inferprobe_runs_total",
+            &["probe=\"broken\"", "reason=\"http_5xx\""]
+        ) >= 1.0
+    );
+    assert_eq!(metric_sum(&text, "inferprobe_up", &["probe=\"broken\""]), 0.0);
+    assert!(
+        metric_sum(
+            &text,
+            "inferprobe_ttft_seconds_count",
+            &["probe=\"chat\"", "location=\"test-region\"", "team=\"ml\""]
+        ) >= 1.0
+    );
+    // A failed run stays out of the latency histograms.
+    assert_eq!(
+        metric_sum(&text, "inferprobe_ttft_seconds_count", &["probe=\"broken\""]),
+        0.0
+    );
+    assert!(!text.contains("sk-daemon-secret-marker"));
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.starts_with("inferprobe_"), "{line}");
+    }
+
+    // OpenMetrics when asked for it.
+    let (_, head, om) = http_get(
+        &d.addr,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0"),
+    );
+    assert!(head.to_lowercase().contains("application/openmetrics-text"));
+    assert!(om.trim_end().ends_with("# EOF"));
+
+    if let Some(promtool) = require_tool("promtool", "lints /metrics; apt-get install prometheus") {
+        let mut child = Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let (status, _, body) = http_get(&d.addr, "/api/v1/probes", None);
+    assert_eq!(status, 200);
+    assert!(!body.contains("sk-daemon-secret-marker"));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["location"], "test-region");
+    let chat = v["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "chat")
+        .unwrap();
+    assert_eq!(chat["last_run"]["success"], true);
+    assert!(chat["last_run"]["ttft_seconds"].as_f64().unwrap() >= 0.02);
+    let broken = v["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "broken")
+        .unwrap();
+    assert_eq!(broken["last_run"]["reason"], "http_5xx");
+
+    assert_eq!(http_get(&d.addr, "/healthz", None).0, 200);
+    assert_eq!(http_get(&d.addr, "/readyz", None).0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_with_a_broken_file_keeps_the_running_config_and_a_good_one_applies() {
+    let sim = simulator(Script::default()).await;
+    let path = temp_config("reload", &config_for(sim.addr, ""));
+    let mut d = Daemon::start(&path, &[]);
+    d.wait_for_log("\"probe\":\"chat\"", Duration::from_secs(10));
+
+    std::fs::write(&path, "probes:\n  - name: x\n    kind: nope\n").unwrap();
+    d.signal("HUP");
+    let line = d.wait_for_log(
+        "Reload failed; keeping the running configuration.",
+        Duration::from_secs(10),
+    );
+    assert!(line.contains("\"problems\":1"), "{line}");
+    assert_eq!(
+        metric_sum(&d.metrics(), "inferprobe_config_last_reload_successful", &[]),
+        0.0
+    );
+    // Still probing with the old config.
+    d.wait_for_log("\"probe\":\"chat\"", Duration::from_secs(5));
+
+    let added =
+        "  - name: added\n    kind: http\n    url: http://".to_owned() + &sim.addr.to_string() + "/health\n";
+    std::fs::write(&path, config_for(sim.addr, &added)).unwrap();
+    d.signal("HUP");
+    let line = d.wait_for_log("Configuration reloaded.", Duration::from_secs(10));
+    assert!(
+        line.contains("\"added\":1") && line.contains("\"unchanged\":2"),
+        "{line}"
+    );
+    d.wait_for_log("\"probe\":\"added\"", Duration::from_secs(10));
+    let text = d.metrics();
+    assert_eq!(
+        metric_sum(&text, "inferprobe_config_last_reload_successful", &[]),
+        1.0
+    );
+    assert_eq!(metric_sum(&text, "inferprobe_probes", &[]), 3.0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_waits_for_the_run_in_flight_and_exits_0() {
+    let sim = simulator(Script::default()).await;
+    let text = format!(
+        "agent: {{location: t}}\nprobes:\n  - name: slow\n    kind: openai_chat\n    url: http://{}/v1/chat/completions?ttft=1500ms&tokens=2\n    model: m\n    interval: 2s\n    timeout: 1900ms\n",
+        sim.addr
+    );
+    let path = temp_config("drain", &text);
+    let mut d = Daemon::start(&path, &[]);
+    // Runs start every 2 s and take 1.5 s: 0.8 s after one finishes, the next one is
+    // 0.3 s into its wait for the first token.
+    d.wait_for_log("Probe run finished.", Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    d.signal("TERM");
+    d.wait_for_log("Shutting down", Duration::from_secs(5));
+    let finished = d.wait_for_log("Probe run finished.", Duration::from_secs(5));
+    assert!(finished.contains("\"probe\":\"slow\""));
+    d.wait_for_log("All runs finished; bye.", Duration::from_secs(5));
+    let status = d.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn once_prints_json_lines_and_fails_when_a_probe_fails() {
+    let sim = simulator(Script::default()).await;
+    let path = temp_config("once", &config_for(sim.addr, ""));
+    let bin = env!("CARGO_BIN_EXE_inferprobe");
+
+    let out = Command::new(bin)
+        .args(["once", "--format", "json", "--probe", "chat", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    for key in [
+        "probe",
+        "location",
+        "success",
+        "reason",
+        "http_status",
+        "ttfb_seconds",
+        "ttft_seconds",
+        "total_seconds",
+        "output_tokens",
+    ] {
+        assert!(line.get(key).is_some(), "missing {key} in {line}");
+    }
+    assert_eq!(line["probe"], "chat");
+    assert_eq!(line["location"], "test-region");
+    assert_eq!(line["output_tokens"], 6);
+
+    let all = Command::new(bin)
+        .args(["once", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(all.status.code(), Some(1));
+    let table = String::from_utf8_lossy(&all.stdout);
+    assert!(table.starts_with("PROBE"), "{table}");
+    assert!(
+        table.contains("broken: http_5xx: HTTP 500: simulated internal error"),
+        "{table}"
+    );
+
+    let unknown = Command::new(bin)
+        .args(["once", "--probe", "nope", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(64));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn once_with_a_missing_env_var_is_a_config_error() {
+    let text = "probes:\n  - name: k\n    kind: openai_chat\n    url: http://127.0.0.1:1/v1/chat/completions\n    model: m\n    headers:\n      Authorization: \"Bearer ${INFERPROBE_TEST_MISSING_VAR}\"\n";
+    let path = temp_config("env", text);
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["once", "-c"])
+        .arg(&path)
+        .env_remove("INFERPROBE_TEST_MISSING_VAR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":7:22: probe \"k\": probes[0].headers.Authorization: environment variable INFERPROBE_TEST_MISSING_VAR is not set"), "{err}");
+}
+
+#[test]
+fn the_demo_shows_live_results_without_any_model_server() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["--log-format", "json", "demo", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let metrics_line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("metrics: http://"))
+        .expect("demo prints its metrics URL");
+    let addr = metrics_line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches("/metrics")
+        .to_owned();
+    // Every demo probe runs within its 10 s interval.
+    let deadline = std::time::Instant::now() + Duration::from_secs(25);
+    let mut probes_seen = 0;
+    while std::time::Instant::now() < deadline {
+        let (_, _, body) = http_get(&addr, "/api/v1/probes", None);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        probes_seen = v["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| !p["last_run"].is_null())
+            .count();
+        if probes_seen == 5 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(probes_seen, 5, "not every demo probe reported within 25 s");
+}

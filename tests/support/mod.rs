@@ -1,0 +1,202 @@
+//! Shared test helpers: in-process simulators and fake servers on 127.0.0.1:0, probes
+//! built from YAML snippets, the real binary started as a daemon, and external tools
+//! (promtool) that skip with a reason on a developer's machine but fail under CI=true.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use inferprobe::config;
+use inferprobe::net::TlsRoots;
+use inferprobe::outcome::Outcome;
+use inferprobe::probe::ReadyProbe;
+use inferprobe::simulate::{self, Script, Simulator};
+
+pub async fn simulator(script: Script) -> Simulator {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    simulate::start(listener, script)
+}
+
+/// Builds the single probe of a `probes:` YAML list item and runs it once.
+pub async fn run_probe(probe_yaml: &str) -> Outcome {
+    build_probe(probe_yaml).run_once().await
+}
+
+pub fn build_probe(probe_yaml: &str) -> ReadyProbe {
+    let text = format!("probes:\n{}", indent(probe_yaml));
+    let config = config::parse(&text, Path::new("test.yaml"), &|name| std::env::var(name).ok())
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    ReadyProbe::build(&config.probes[0], "test", &TlsRoots::system()).unwrap()
+}
+
+fn indent(yaml: &str) -> String {
+    let lines: Vec<&str> = yaml.lines().filter(|l| !l.trim().is_empty()).collect();
+    let min = lines
+        .iter()
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{}{}\n", if i == 0 { "  - " } else { "    " }, &l[min..]))
+        .collect()
+}
+
+/// A port with nothing listening on it.
+pub fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Serves raw bytes: for each connection, reads the request head, then writes `reply`
+/// (which may be anything: garbage, a cut stream). `hold` keeps the socket open after.
+pub fn raw_server(reply: &'static [u8], hold: Duration) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in l.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s.write_all(reply);
+                std::thread::sleep(hold);
+            });
+        }
+    });
+    addr
+}
+
+/// A plain HTTP/1.0-style GET; returns (status, headers, body).
+pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// The real binary running as a daemon; killed on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub addr: String,
+    /// Every stderr line (JSON logs), as they come.
+    pub logs: mpsc::Receiver<String>,
+}
+
+impl Daemon {
+    /// Starts `inferprobe run -c CONFIG --listen 127.0.0.1:0 --log-format json` and waits
+    /// for its "Agent started." line to learn the port.
+    pub fn start(config: &Path, extra: &[&str]) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+            .args(["--log-format", "json", "run", "--listen", "127.0.0.1:0", "-c"])
+            .arg(config)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut daemon = Daemon {
+            child,
+            addr: String::new(),
+            logs: rx,
+        };
+        let started = daemon.wait_for_log("Agent started.", Duration::from_secs(20));
+        let v: serde_json::Value = serde_json::from_str(&started).unwrap();
+        daemon.addr = v["listen"].as_str().unwrap().to_owned();
+        daemon
+    }
+
+    /// Waits for a log line containing `needle`; panics after `within`.
+    pub fn wait_for_log(&mut self, needle: &str, within: Duration) -> String {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.logs.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no log line with {needle:?} within {within:?}"),
+            }
+        }
+    }
+
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name} failed");
+    }
+
+    pub fn metrics(&self) -> String {
+        http_get(&self.addr, "/metrics", None).2
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Finds an external tool. Missing on a developer's machine: prints why and returns
+/// None (the caller skips). Missing under CI=true: fails, since CI must never skip.
+pub fn require_tool(name: &str, why: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{name} is required under CI ({why}); .ci/run must install it");
+        }
+        eprintln!("SKIP: {name} not found ({why}); install it to run this test");
+    }
+    found
+}
+
+/// Sum of a metric's samples whose line contains every one of `parts`.
+pub fn metric_sum(text: &str, name: &str, parts: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.starts_with(name) && (l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' '))
+        })
+        .filter(|l| parts.iter().all(|p| l.contains(p)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
