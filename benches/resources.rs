@@ -111,7 +111,7 @@ fn main() {
     println!();
     println!("## agent, openai_chat probes (simulator: ttft 300ms, token gap 20ms, 16 tokens)");
     println!(
-        "| probes | runs (expected) | failed | skipped | CPU s per 1,000 runs | CPU % of one core | VmHWM before scrape MB | VmHWM after 1 scrape MB | /metrics MB | scrape CPU s | start-up CPU s | RSS < 50 MB |"
+        "| probes | runs (expected) | failed | skipped | CPU s per 1,000 runs | CPU % of one core | VmHWM before scrape MB | VmHWM after 1 scrape MB | /metrics MB | scrape CPU s | start-up CPU s | peak RSS < 50 MB |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for m in &chat {
@@ -129,10 +129,10 @@ fn main() {
             f(m.metrics_bytes as f64 / 1e6, 1),
             f(m.scrape_cpu_s, 2),
             f(m.startup_cpu_s, 2),
-            if m.hwm_after_kb < 50 * 1024 {
-                "met"
-            } else {
-                "NOT met"
+            match (m.probes, m.hwm_after_kb < 50 * 1024) {
+                (10_000, true) => "met",
+                (10_000, false) => "NOT met",
+                _ => "(target is at 10,000)",
             }
         );
     }
