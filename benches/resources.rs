@@ -113,12 +113,12 @@ fn main() {
     println!();
     println!("## agent, openai_chat probes (simulator: ttft 300ms, token gap 20ms, 16 tokens)");
     println!(
-        "| probes | runs (expected) | failed | skipped | CPU s per 1,000 runs | CPU % of one core | VmHWM before scrape MB | VmHWM after 1 scrape MB | /metrics MB | scrape CPU s | start-up CPU s | peak RSS < 50 MB |"
+        "| probes | runs (expected) | failed | skipped | CPU s per 1,000 runs | CPU % of one core | VmRSS at /readyz MB | VmHWM before scrape MB | VmHWM after 1 scrape MB | /metrics MB | scrape CPU s | start-up CPU s | peak RSS < 50 MB |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for m in &chat {
         println!(
-            "| {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             m.probes,
             m.runs,
             m.expected_runs(),
@@ -126,6 +126,7 @@ fn main() {
             m.skipped,
             f(m.cpu_per_1000(), 3),
             f(m.cpu_s / m.window_s * 100.0, 1),
+            f(mb(m.rss_at_ready_kb), 1),
             f(mb(m.hwm_before_kb), 1),
             f(mb(m.hwm_after_kb), 1),
             f(m.metrics_bytes as f64 / 1e6, 1),
@@ -212,6 +213,8 @@ struct AgentRun {
     cpu_s: f64,
     startup_cpu_s: f64,
     startup_s: f64,
+    /// Config parsed, probes built and scheduled, no run finished yet.
+    rss_at_ready_kb: u64,
     rss_max_sampled_kb: u64,
     hwm_before_kb: u64,
     hwm_after_kb: u64,
@@ -260,7 +263,8 @@ fn print_agent(m: &AgentRun) {
         f(m.cpu_s / m.window_s * 100.0, 1)
     );
     println!(
-        "memory: VmRSS max sampled {} MB, VmHWM before scrape {} MB, after one /metrics scrape {} MB",
+        "memory: VmRSS at /readyz {} MB, max sampled {} MB, VmHWM before scrape {} MB, after one /metrics scrape {} MB",
+        f(mb(m.rss_at_ready_kb), 1),
         f(mb(m.rss_max_sampled_kb), 1),
         f(mb(m.hwm_before_kb), 1),
         f(mb(m.hwm_after_kb), 1)
@@ -304,6 +308,7 @@ async fn measure_agent(env: &Env, kind: ProbeKind, n: usize) -> AgentRun {
     common::wait_http_ok(addr, "/readyz", Duration::from_secs(60)).await;
     let startup_s = started.elapsed().as_secs_f64();
     let cpu0 = common::cpu_ticks(pid);
+    let rss_at_ready = common::status_kb(pid, "VmRSS");
     let t0 = Instant::now();
 
     let mut rss_max = 0;
@@ -338,6 +343,7 @@ async fn measure_agent(env: &Env, kind: ProbeKind, n: usize) -> AgentRun {
         cpu_s: (cpu1 - cpu0) as f64 / env.clk,
         startup_cpu_s: cpu0 as f64 / env.clk,
         startup_s,
+        rss_at_ready_kb: rss_at_ready,
         rss_max_sampled_kb: rss_max,
         hwm_before_kb: hwm_before,
         hwm_after_kb: hwm_after,
