@@ -30,7 +30,13 @@ pub const DEFAULT_MAX_TOKENS: u32 = 64;
 /// Cap on response bytes read per run: far above any probe answer, small enough that an
 /// endless body cannot hurt the agent.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+/// Longest interval or timeout: beyond a week a probe is not monitoring anything, and
+/// instants that far out risk overflow.
+const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Largest response cap: 1 GiB.
+const MAX_RESPONSE_BYTES: u64 = 1 << 30;
+/// Largest tensor we build from a config (elements), and image side for pixels.
+const MAX_TENSOR_ELEMENTS: i64 = 64 * 1024 * 1024;
 /// User labels per probe: each one multiplies every series, so keep few.
 const MAX_LABELS: usize = 10;
 const MAX_LABEL_VALUE_LEN: usize = 64;
@@ -82,6 +88,8 @@ pub enum Kind {
     Tgi,
     #[serde(rename = "anthropic")]
     Anthropic,
+    #[serde(rename = "kserve_v2")]
+    KserveV2,
     #[serde(rename = "http")]
     Http,
 }
@@ -95,13 +103,14 @@ impl Kind {
             Kind::Ollama => "ollama",
             Kind::Tgi => "tgi",
             Kind::Anthropic => "anthropic",
+            Kind::KserveV2 => "kserve_v2",
             Kind::Http => "http",
         }
     }
 
     /// Kinds that stream generated tokens (and so have TTFT and prompts).
     pub fn is_llm(self) -> bool {
-        !matches!(self, Kind::Http)
+        !matches!(self, Kind::Http | Kind::KserveV2)
     }
 }
 
@@ -166,6 +175,172 @@ pub enum Prompts {
     Custom(Vec<String>),
 }
 
+/// How a built-in image is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ImageFormat {
+    Jpeg,
+    Png,
+}
+
+/// What a built-in image shows: a photo-like outdoor scene, or a chart with text (the
+/// screenshots and documents people send to vision models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scene {
+    Photo,
+    Chart,
+}
+
+/// One of our generated images. The pixels are made by payload/images.rs when a probe is
+/// built; this is only the catalogue, so the config can be checked without making them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BuiltinImage {
+    pub name: &'static str,
+    pub width: u32,
+    pub height: u32,
+    pub format: ImageFormat,
+    pub scene: Scene,
+}
+
+/// The built-in images, at the sizes people send: classifier inputs (224x224), camera
+/// frames (640x480), screenshots and video frames (1920x1080), and a phone photo of a few
+/// MB (4000x3000).
+pub const BUILTIN_IMAGES: &[BuiltinImage] = &[
+    BuiltinImage {
+        name: "scene-224.jpg",
+        width: 224,
+        height: 224,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "scene-224.png",
+        width: 224,
+        height: 224,
+        format: ImageFormat::Png,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "scene-640x480.jpg",
+        width: 640,
+        height: 480,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "chart-640x480.png",
+        width: 640,
+        height: 480,
+        format: ImageFormat::Png,
+        scene: Scene::Chart,
+    },
+    BuiltinImage {
+        name: "scene-1920x1080.jpg",
+        width: 1920,
+        height: 1080,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "chart-1920x1080.png",
+        width: 1920,
+        height: 1080,
+        format: ImageFormat::Png,
+        scene: Scene::Chart,
+    },
+    BuiltinImage {
+        name: "photo-4000x3000.jpg",
+        width: 4000,
+        height: 3000,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+];
+
+/// Where a probe's images come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ImageSource {
+    Builtin(BuiltinImage),
+    /// A JPEG or PNG file (folders are expanded when the config is loaded).
+    File(PathBuf),
+}
+
+/// The images a probe sends, rotated per run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Images {
+    pub sources: Vec<ImageSource>,
+    /// Images in each request.
+    pub per_run: usize,
+    /// OpenAI's `detail` (`low`, `high`, `auto`), when set.
+    pub detail: Option<String>,
+    /// `http` only: how the images travel.
+    pub upload: Upload,
+}
+
+/// How an `http` probe sends its images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upload {
+    /// `multipart/form-data`, one file part per image in the named field (TorchServe and
+    /// most FastAPI/Flask services read `data` or `file`).
+    Multipart { field: String },
+    /// The image file as the whole body, with its media type.
+    Raw,
+}
+
+/// Open Inference Protocol tensor datatypes.
+pub const TENSOR_DATATYPES: &[&str] = &[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
+    "BF16", "BYTES",
+];
+
+/// `kserve_v2`: the input tensor to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInput {
+    pub name: String,
+    pub datatype: String,
+    /// As sent; for image pixels, the size the image is resized to.
+    pub shape: Vec<i64>,
+    pub data: TensorData,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorData {
+    /// Numbers (or strings) given in the config, row-major.
+    Literal(Vec<serde_json::Value>),
+    /// The probe's image file as one base64 BYTES element, decoded by the model.
+    ImageBytes,
+    /// The probe's image decoded to RGB, resized to the shape and laid out as given;
+    /// UINT8 0-255, or FP32 0-1.
+    ImagePixels { channels_first: bool },
+}
+
+/// A regular expression from the config, compared by its source.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    pub source: String,
+    pub regex: regex::Regex,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Kind {
+    /// Kinds whose requests can carry images.
+    pub fn takes_images(self) -> bool {
+        matches!(
+            self,
+            Kind::OpenAiChat
+                | Kind::OpenAiResponses
+                | Kind::Ollama
+                | Kind::Anthropic
+                | Kind::KserveV2
+                | Kind::Http
+        )
+    }
+}
+
 /// A header value, possibly holding a secret: it never prints.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -187,7 +362,7 @@ impl fmt::Debug for Secret {
 }
 
 /// What a run must show to count as a success, beyond a complete, well-formed response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Expect {
     /// Accepted statuses; empty means any 2xx.
     pub status: Vec<u16>,
@@ -196,6 +371,19 @@ pub struct Expect {
     pub min_output_tokens: u64,
     /// Output text (LLM kinds) or body (http) must contain this.
     pub contains: Option<String>,
+    /// ... and match this regular expression.
+    pub matches: Option<Pattern>,
+    /// ... and be valid JSON (for JSON-mode prompts).
+    pub json: bool,
+    /// The response must name the configured model.
+    pub model: bool,
+    /// `kserve_v2`: output tensors that must be present.
+    pub outputs: Vec<String>,
+    /// `kserve_v2`: the first output's shape.
+    pub output_shape: Option<Vec<i64>>,
+    /// `kserve_v2`: the predicted label (the value of a one-per-row output, or the index
+    /// of the largest score).
+    pub top_label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -228,6 +416,11 @@ pub struct ProbeConfig {
     pub reuse_connections: bool,
     pub max_response_bytes: u64,
     pub tls: TlsConfig,
+    pub images: Option<Images>,
+    /// `kserve_v2`: the tensor to send, check the model's readiness first, outputs to ask for.
+    pub input: Option<TensorInput>,
+    pub ready_check: bool,
+    pub outputs: Vec<String>,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,
@@ -384,6 +577,21 @@ struct RawProbe {
     reuse_connections: Option<bool>,
     max_response_bytes: Option<u64>,
     tls: Option<RawTls>,
+    images: Option<RawImages>,
+    input: Option<RawInput>,
+    ready_check: Option<bool>,
+    outputs: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawImages {
+    builtin: Option<Vec<String>>,
+    files: Option<Vec<String>>,
+    per_run: Option<usize>,
+    detail: Option<String>,
+    upload: Option<String>,
+    field: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -402,6 +610,23 @@ struct RawExpect {
     non_empty: Option<bool>,
     min_output_tokens: Option<u64>,
     contains: Option<String>,
+    matches: Option<String>,
+    json: Option<bool>,
+    model: Option<bool>,
+    outputs: Option<Vec<String>>,
+    output_shape: Option<Vec<i64>>,
+    top_label: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInput {
+    name: String,
+    datatype: String,
+    shape: Vec<i64>,
+    data: Option<Vec<serde_json::Value>>,
+    image: Option<String>,
+    layout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -871,7 +1096,51 @@ impl Checker<'_> {
                 .min_output_tokens
                 .unwrap_or(if raw.kind.is_llm() { 1 } else { 0 }),
             contains: raw_expect.contains,
+            matches: raw_expect
+                .matches
+                .and_then(|source| match regex::Regex::new(&source) {
+                    Ok(regex) => Some(Pattern { source, regex }),
+                    Err(e) => {
+                        let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
+                        self.error(
+                            p,
+                            &key("expect.matches"),
+                            format!("not a valid regular expression: {first}"),
+                        );
+                        None
+                    }
+                }),
+            json: raw_expect.json.unwrap_or(false),
+            model: raw_expect.model.unwrap_or(false),
+            outputs: raw_expect.outputs.unwrap_or_default(),
+            output_shape: raw_expect.output_shape,
+            top_label: raw_expect.top_label.and_then(|v| match v {
+                serde_yaml::Value::String(s) => Some(s),
+                serde_yaml::Value::Number(n) => Some(n.to_string()),
+                serde_yaml::Value::Bool(b) => Some(b.to_string()),
+                _ => {
+                    self.error(p, &key("expect.top_label"), "must be a label or a number");
+                    None
+                }
+            }),
         };
+        let only_kserve = [
+            ("outputs", !expect.outputs.is_empty()),
+            ("output_shape", expect.output_shape.is_some()),
+            ("top_label", expect.top_label.is_some()),
+        ];
+        for (name, set) in only_kserve {
+            if set && raw.kind != Kind::KserveV2 {
+                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
+            }
+        }
+        if expect.model && (!raw.kind.is_llm() || raw.kind == Kind::Tgi) {
+            self.error(
+                p,
+                &key("expect.model"),
+                "only for kinds whose responses name the model (not tgi, http, kserve_v2)",
+            );
+        }
 
         let mut labels: BTreeMap<String, String> = defaults.map(|d| d.labels.clone()).unwrap_or_default();
         labels.extend(raw.labels);
@@ -881,8 +1150,12 @@ impl Checker<'_> {
             .max_response_bytes
             .or(defaults.map(|d| d.max_response_bytes))
             .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
-        if max_response_bytes < 1024 {
-            self.error(p, &key("max_response_bytes"), "must be at least 1024");
+        if !(1024..=MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
+            self.error(
+                p,
+                &key("max_response_bytes"),
+                "must be between 1024 and 1073741824 (1 GiB)",
+            );
         }
 
         let tls = raw.tls.unwrap_or_default();
@@ -899,6 +1172,35 @@ impl Checker<'_> {
                 None
             }
         });
+
+        let images = raw.images.and_then(|i| self.images(p, prefix, raw.kind, i));
+        let input = self.tensor_input(p, prefix, raw.kind, raw.input, images.as_ref());
+        if raw.ready_check == Some(true)
+            && url
+                .as_ref()
+                .is_some_and(|u| !u.path().trim_end_matches('/').ends_with("/infer"))
+        {
+            self.error(
+                p,
+                &key("ready_check"),
+                "needs a url ending in /infer (the check asks .../ready)",
+            );
+        }
+        for (name, set) in [
+            ("ready_check", raw.ready_check.is_some()),
+            ("outputs", raw.outputs.is_some()),
+        ] {
+            if set && raw.kind != Kind::KserveV2 {
+                self.error(p, &key(name), "only for kind kserve_v2");
+            }
+        }
+        if raw.kind == Kind::Http && images.is_some() && raw.body.is_some() {
+            self.error(
+                p,
+                &key("body"),
+                "an http probe sends either `body` or `images`, not both",
+            );
+        }
 
         if self.errors.len() > errors_before {
             return None;
@@ -927,6 +1229,271 @@ impl Checker<'_> {
                 ca_file,
                 server_name: tls.server_name,
             },
+            images,
+            input,
+            ready_check: raw.ready_check.unwrap_or(false),
+            outputs: raw.outputs.unwrap_or_default(),
+        })
+    }
+
+    fn tensor_input(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        kind: Kind,
+        raw: Option<RawInput>,
+        images: Option<&Images>,
+    ) -> Option<TensorInput> {
+        let key = format!("{prefix}.input");
+        let Some(raw) = raw else {
+            if kind == Kind::KserveV2 {
+                self.error(probe, &key, "kind kserve_v2 needs an `input` tensor");
+            }
+            return None;
+        };
+        if kind != Kind::KserveV2 {
+            self.error(probe, &key, "only for kind kserve_v2");
+            return None;
+        }
+        let datatype = raw.datatype.to_ascii_uppercase();
+        if !TENSOR_DATATYPES.contains(&datatype.as_str()) {
+            self.error(
+                probe,
+                &format!("{key}.datatype"),
+                format!("`{}` is not one of {}", raw.datatype, TENSOR_DATATYPES.join(", ")),
+            );
+            return None;
+        }
+        if raw.shape.is_empty() || raw.shape.iter().any(|d| *d < 1) {
+            self.error(probe, &format!("{key}.shape"), "dimensions must be 1 or more");
+            return None;
+        }
+        let elements = raw.shape.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
+        let Some(elements) = elements.filter(|e| *e <= MAX_TENSOR_ELEMENTS) else {
+            self.error(
+                probe,
+                &format!("{key}.shape"),
+                format!("more than {MAX_TENSOR_ELEMENTS} elements"),
+            );
+            return None;
+        };
+        let data = match (raw.data, raw.image.as_deref()) {
+            (Some(values), None) => {
+                if values.len() as i64 != elements {
+                    self.error(
+                        probe,
+                        &format!("{key}.data"),
+                        format!(
+                            "{} values for shape {:?}, which holds {elements}",
+                            values.len(),
+                            raw.shape
+                        ),
+                    );
+                    return None;
+                }
+                TensorData::Literal(values)
+            }
+            (None, Some(how)) => {
+                if images.is_none() {
+                    self.error(probe, &format!("{key}.image"), "set the probe's `images` to send");
+                    return None;
+                }
+                match how {
+                    "bytes" if datatype == "BYTES" => TensorData::ImageBytes,
+                    "bytes" => {
+                        self.error(
+                            probe,
+                            &format!("{key}.datatype"),
+                            "encoded image bytes travel as BYTES",
+                        );
+                        return None;
+                    }
+                    "pixels" => {
+                        let channels_first = match raw.layout.as_deref().unwrap_or("NHWC") {
+                            "NHWC" => false,
+                            "NCHW" => true,
+                            other => {
+                                self.error(
+                                    probe,
+                                    &format!("{key}.layout"),
+                                    format!("`{other}` is not NHWC or NCHW"),
+                                );
+                                return None;
+                            }
+                        };
+                        let channels = if channels_first {
+                            raw.shape.get(1)
+                        } else {
+                            raw.shape.get(3)
+                        };
+                        if raw.shape.len() != 4 || raw.shape[0] != 1 || channels != Some(&3) {
+                            self.error(
+                                probe,
+                                &format!("{key}.shape"),
+                                "pixels need a shape [1, H, W, 3] (NHWC) or [1, 3, H, W] (NCHW)",
+                            );
+                            return None;
+                        }
+                        if !matches!(datatype.as_str(), "UINT8" | "FP32") {
+                            self.error(
+                                probe,
+                                &format!("{key}.datatype"),
+                                "pixels travel as UINT8 (0-255) or FP32 (0-1)",
+                            );
+                            return None;
+                        }
+                        TensorData::ImagePixels { channels_first }
+                    }
+                    other => {
+                        self.error(
+                            probe,
+                            &format!("{key}.image"),
+                            format!("`{other}` is not bytes or pixels"),
+                        );
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.error(probe, &key, "set exactly one of `data` or `image`");
+                return None;
+            }
+        };
+        Some(TensorInput {
+            name: raw.name,
+            datatype,
+            shape: raw.shape,
+            data,
+        })
+    }
+
+    fn images(&mut self, probe: Option<&str>, prefix: &str, kind: Kind, raw: RawImages) -> Option<Images> {
+        let key = format!("{prefix}.images");
+        if !kind.takes_images() {
+            self.error(
+                probe,
+                &key,
+                format!("kind {} does not take images", kind.as_str()),
+            );
+            return None;
+        }
+        let mut sources = Vec::new();
+        if raw.builtin.as_ref().is_some_and(Vec::is_empty) || raw.files.as_ref().is_some_and(Vec::is_empty) {
+            self.error(probe, &key, "an empty list of images");
+        }
+        for (i, name) in raw.builtin.iter().flatten().enumerate() {
+            match BUILTIN_IMAGES.iter().find(|b| b.name == name) {
+                Some(b) => sources.push(ImageSource::Builtin(*b)),
+                None => {
+                    let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
+                    self.error(
+                        probe,
+                        &format!("{key}.builtin[{i}]"),
+                        format!(
+                            "no built-in image `{name}`; the built-in images are {}",
+                            names.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        for (i, file) in raw.files.iter().flatten().enumerate() {
+            let path = self.base_dir.join(file);
+            let file_key = format!("{key}.files[{i}]");
+            if path.is_dir() {
+                let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|p| {
+                                p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                                    matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
+                                })
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                found.sort();
+                if found.is_empty() {
+                    self.error(
+                        probe,
+                        &file_key,
+                        format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
+                    );
+                }
+                sources.extend(found.into_iter().map(ImageSource::File));
+            } else if path.is_file() {
+                sources.push(ImageSource::File(path));
+            } else {
+                self.error(
+                    probe,
+                    &file_key,
+                    format!("no such file or folder: `{file}` (relative to this file)"),
+                );
+            }
+        }
+        if raw.builtin.is_none() && raw.files.is_none() {
+            self.error(probe, &key, "name `builtin` images, `files`, or both");
+        }
+        let per_run = raw.per_run.unwrap_or(1);
+        if !(1..=16).contains(&per_run) {
+            self.error(probe, &format!("{key}.per_run"), "must be between 1 and 16");
+        }
+        if let Some(d) = &raw.detail {
+            if !matches!(kind, Kind::OpenAiChat | Kind::OpenAiResponses) {
+                self.error(
+                    probe,
+                    &format!("{key}.detail"),
+                    "only for openai_chat and openai_responses",
+                );
+            } else if !matches!(d.as_str(), "low" | "high" | "auto") {
+                self.error(
+                    probe,
+                    &format!("{key}.detail"),
+                    format!("`{d}` is not one of low, high, auto"),
+                );
+            }
+        }
+        let upload = match (raw.upload.as_deref(), kind) {
+            (None | Some("multipart"), Kind::Http) => Upload::Multipart {
+                field: raw.field.clone().unwrap_or_else(|| "data".to_owned()),
+            },
+            (Some("raw"), Kind::Http) => {
+                if per_run != 1 {
+                    self.error(
+                        probe,
+                        &format!("{key}.per_run"),
+                        "a raw upload sends exactly one image",
+                    );
+                }
+                Upload::Raw
+            }
+            (Some(other), Kind::Http) => {
+                self.error(
+                    probe,
+                    &format!("{key}.upload"),
+                    format!("`{other}` is not one of multipart, raw"),
+                );
+                Upload::Raw
+            }
+            (Some(_), _) => {
+                self.error(probe, &format!("{key}.upload"), "only for kind http");
+                Upload::Raw
+            }
+            (None, _) => Upload::Raw,
+        };
+        if raw.field.is_some() && !matches!(upload, Upload::Multipart { .. }) {
+            self.error(
+                probe,
+                &format!("{key}.field"),
+                "only for multipart uploads of kind http",
+            );
+        }
+        (!sources.is_empty()).then_some(Images {
+            sources,
+            per_run,
+            detail: raw.detail,
+            upload,
         })
     }
 
@@ -934,6 +1501,10 @@ impl Checker<'_> {
         match humantime::parse_duration(s.trim()) {
             Ok(d) if d.is_zero() => {
                 self.error(probe, key, "must be longer than zero");
+                None
+            }
+            Ok(d) if d > MAX_DURATION => {
+                self.error(probe, key, "must be at most 7 days");
                 None
             }
             Ok(d) => Some(d),

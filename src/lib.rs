@@ -36,9 +36,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ProbeConfig};
 use crate::metrics::Metrics;
-use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Outcome, ProbeIdentity};
 use crate::probe::ReadyProbe;
+use crate::probe::{BuildContext, BuildError};
 use crate::schedule::Report;
 use crate::store::Latest;
 
@@ -46,12 +46,12 @@ use crate::store::Latest;
 pub fn build_probes(
     config: &Config,
     location: &str,
-    roots: &TlsRoots,
+    cx: &BuildContext,
 ) -> Result<Vec<ReadyProbe>, (String, BuildError)> {
     config
         .probes
         .iter()
-        .map(|p| ReadyProbe::build(p, location, roots).map_err(|e| (p.name.clone(), e)))
+        .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.clone(), e)))
         .collect()
 }
 
@@ -59,7 +59,14 @@ struct RunningProbe {
     config: ProbeConfig,
     identity: Arc<ProbeIdentity>,
     cancel: CancellationToken,
+    /// Set while a run is in flight.
+    busy: Arc<AtomicBool>,
 }
+
+/// The identity of each configured probe, by name. An outcome whose identity is not the
+/// current one (its probe was removed or changed while the run was in flight) is
+/// logged but not recorded, so it cannot bring back a deleted probe's series.
+type Current = Arc<std::sync::RwLock<HashMap<String, Arc<ProbeIdentity>>>>;
 
 /// What a reload changed.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -75,9 +82,10 @@ pub struct Agent {
     pub metrics: Arc<Metrics>,
     pub latest: Arc<Latest>,
     location: String,
-    roots: TlsRoots,
+    build: BuildContext,
     reports: mpsc::Sender<Report>,
     running: HashMap<String, RunningProbe>,
+    current: Current,
     /// Runs in flight, so shutdown can wait for them.
     runs: TaskTracker,
     fanout: JoinHandle<()>,
@@ -96,7 +104,8 @@ impl Agent {
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel(4096);
-        let fanout = tokio::spawn(fan_out(rx, metrics.clone(), latest.clone()));
+        let current = Current::default();
+        let fanout = tokio::spawn(fan_out(rx, metrics.clone(), latest.clone(), current.clone()));
         let server_shutdown = CancellationToken::new();
         let server = tokio::spawn(server::serve(
             listener,
@@ -112,9 +121,10 @@ impl Agent {
             metrics,
             latest,
             location,
-            roots: TlsRoots::system(),
+            build: BuildContext::new(),
             reports: tx,
             running: HashMap::new(),
+            current,
             runs: TaskTracker::new(),
             fanout,
             server,
@@ -144,31 +154,38 @@ impl Agent {
                         summary.added += 1;
                     }
                     built.push(
-                        ReadyProbe::build(p, &self.location, &self.roots).map_err(|e| (p.name.clone(), e))?,
+                        ReadyProbe::build(p, &self.location, &self.build).map_err(|e| (p.name.clone(), e))?,
                     );
                 }
             }
         }
-        let mut removed = Vec::new();
+        // Probes that stop or change: their loops end; their gauges go (a changed
+        // probe's labels may differ); their runs in flight finish, and the busy flag
+        // passes to the replacement so old and new runs never overlap.
+        let mut retired = Vec::new();
+        let mut busy_of: HashMap<String, Arc<AtomicBool>> = HashMap::new();
         let wanted: HashMap<&str, ()> = config.probes.iter().map(|p| (p.name.as_str(), ())).collect();
         self.running.retain(|name, r| {
             let keep = wanted.contains_key(name.as_str()) && !built.iter().any(|b| &b.config.name == name);
             if !keep {
                 r.cancel.cancel();
+                retired.push(r.identity.clone());
+                busy_of.insert(name.clone(), r.busy.clone());
                 if !wanted.contains_key(name.as_str()) {
-                    removed.push(r.identity.clone());
+                    summary.removed += 1;
                 }
             }
             keep
         });
-        summary.removed = removed.len();
         for probe in built {
             let cancel = CancellationToken::new();
             let schedule = probe.config.schedule.clone();
+            let busy = busy_of.remove(&probe.config.name).unwrap_or_default();
             let running = RunningProbe {
                 config: probe.config.clone(),
                 identity: probe.identity.clone(),
                 cancel: cancel.clone(),
+                busy: busy.clone(),
             };
             tokio::spawn(schedule::run_loop(
                 Arc::new(probe),
@@ -176,12 +193,18 @@ impl Agent {
                 self.reports.clone(),
                 cancel,
                 self.runs.clone(),
+                busy,
             ));
             self.running.insert(running.config.name.clone(), running);
         }
+        *self.current.write().expect("current lock") = self
+            .running
+            .values()
+            .map(|r| (r.config.name.clone(), r.identity.clone()))
+            .collect();
         self.latest
             .configure(config.probes.iter().map(|p| p.name.as_str()));
-        self.metrics.configured(self.running.len(), &removed);
+        self.metrics.configured(self.running.len(), &retired);
         Ok(summary)
     }
 
@@ -203,12 +226,24 @@ impl Agent {
 }
 
 /// The single consumer of reports: metrics first, then the store, then the log line.
-async fn fan_out(mut rx: mpsc::Receiver<Report>, metrics: Arc<Metrics>, latest: Arc<Latest>) {
+async fn fan_out(
+    mut rx: mpsc::Receiver<Report>,
+    metrics: Arc<Metrics>,
+    latest: Arc<Latest>,
+    current: Current,
+) {
     while let Some(report) = rx.recv().await {
         match report {
             Report::Finished(outcome) => {
-                metrics.record(&outcome);
-                latest.record(&outcome);
+                let is_current = current
+                    .read()
+                    .expect("current lock")
+                    .get(&outcome.probe.name)
+                    .is_some_and(|id| Arc::ptr_eq(id, &outcome.probe));
+                if is_current {
+                    metrics.record(&outcome);
+                    latest.record(&outcome);
+                }
                 log_outcome(&outcome);
             }
             Report::Skipped { probe, ticks } => {

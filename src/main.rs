@@ -12,8 +12,8 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 use inferprobe::config::{self, Config};
-use inferprobe::net::TlsRoots;
 use inferprobe::outcome::Outcome;
+use inferprobe::probe::BuildContext;
 use inferprobe::simulate::{self, Script};
 use inferprobe::{Agent, build_probes};
 
@@ -270,7 +270,7 @@ async fn once(path: &Path, only: &[String], format: OutputFormat, location: Opti
         config.probes.retain(|p| only.contains(&p.name));
     }
     let location = location_of(location, &config);
-    let probes = match build_probes(&config, &location, &TlsRoots::system()) {
+    let probes = match build_probes(&config, &location, &BuildContext::new()) {
         Ok(p) => p,
         Err((probe, e)) => {
             eprintln!("error: probe \"{probe}\": {e}");

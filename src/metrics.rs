@@ -23,18 +23,51 @@ use crate::outcome::{Outcome, ProbeIdentity};
 
 /// A series' labels: the probe's identity (shared, not copied: with 10,000 probes each
 /// copy of the label strings per series would cost megabytes) plus up to three
-/// per-series labels from closed sets (prompt_bucket, result, reason, phase).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// per-series labels from closed sets (prompt_bucket, image_bucket, result, reason,
+/// phase, stage).
+#[derive(Debug, Clone)]
 struct Labels {
     probe: Arc<ProbeIdentity>,
-    extra: [(&'static str, &'static str); 3],
+    extra: [(&'static str, &'static str); 4],
+}
+
+/// The exported parts of a series' labels.
+type LabelKey<'a> = (
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a str,
+    &'a [(String, String)],
+    &'a [(&'static str, &'static str); 4],
+);
+
+impl Labels {
+    /// What is exported, and so what tells two series apart (the endpoint is not).
+    fn key(&self) -> LabelKey<'_> {
+        let p = &*self.probe;
+        (&p.name, p.kind, &p.model, &p.location, &p.labels, &self.extra)
+    }
+}
+
+impl PartialEq for Labels {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Labels {}
+
+impl std::hash::Hash for Labels {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
 }
 
 impl Labels {
     fn probe(probe: &Arc<ProbeIdentity>) -> Self {
         Labels {
             probe: probe.clone(),
-            extra: [("", ""); 3],
+            extra: [("", ""); 4],
         }
     }
 
@@ -205,7 +238,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "phase",
-            "Connection phases of successful runs on new connections: dns, connect, tls (not by prompt bucket)",
+            "Phases of successful runs: dns, connect, tls (new connections), ready (a readiness check before the request); not by prompt bucket",
             Unit::Seconds,
             m.phase.clone(),
         );
@@ -249,7 +282,9 @@ impl Metrics {
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
         let probe = Labels::probe(&outcome.probe);
-        let run = probe.with("prompt_bucket", obs.prompt_bucket);
+        let run = probe
+            .with("prompt_bucket", obs.prompt_bucket)
+            .with("image_bucket", obs.image_bucket);
 
         let started = unix_seconds(outcome.started_at);
         self.last_run.get_or_create(&probe).set(started);
@@ -285,6 +320,11 @@ impl Metrics {
                 h.observe(g.as_secs_f64());
             }
         }
+        if let Some(d) = obs.ready_check {
+            self.phase
+                .get_or_create(&probe.with("phase", "ready"))
+                .observe(d.as_secs_f64());
+        }
         if !obs.connection_reused {
             for (name, d) in [("dns", obs.dns()), ("connect", obs.connect()), ("tls", obs.tls())] {
                 if let Some(d) = d {
@@ -308,8 +348,8 @@ impl Metrics {
         self.skipped.get_or_create(&Labels::probe(probe)).inc_by(ticks);
     }
 
-    /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone,
-    /// so a deleted probe does not stay `up == 0` (and alerting) forever.
+    /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone
+    /// or changed, so a deleted probe does not stay `up == 0` (and alerting) forever.
     pub fn configured(&self, probes: usize, removed: &[Arc<ProbeIdentity>]) {
         self.probes.set(probes as i64);
         for p in removed {
@@ -387,13 +427,30 @@ mod tests {
         m.record(&outcome(None));
         m.record(&outcome(Some(FailureReason::Http5xx)));
         let text = m.render_text();
-        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",result="success",reason="none"} 1"#), "{text}");
+        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",image_bucket="none",result="success",reason="none"} 1"#), "{text}");
         assert!(text.contains(r#"result="failure",reason="http_5xx"} 1"#));
-        assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short"} 1"#));
+        assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",image_bucket="none"} 1"#));
         assert!(text.contains(r#"inferprobe_chunk_gap_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 4"#));
         assert!(text.contains(
             r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 0"#
         ));
+    }
+
+    #[test]
+    fn series_are_told_apart_by_exported_labels_only() {
+        let m = Metrics::new();
+        let a = outcome(None);
+        let mut b = outcome(None);
+        // Same labels, another endpoint (not a label): one series, counted twice.
+        b.probe = Arc::new(ProbeIdentity {
+            endpoint: "http://elsewhere/".into(),
+            ..(*a.probe).clone()
+        });
+        m.record(&a);
+        m.record(&b);
+        let text = m.render_text();
+        assert_eq!(text.matches("inferprobe_up{").count(), 1, "{text}");
+        assert!(text.contains(r#"result="success",reason="none"} 2"#));
     }
 
     #[test]

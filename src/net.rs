@@ -23,6 +23,19 @@ use tokio::task::AbortHandle;
 
 use crate::outcome::{FailureReason, Marks, Observation};
 
+/// The connect attempt each address gets when more addresses remain.
+const PER_ADDRESS_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// hyper's errors before a response head: a reply that is not HTTP is the server's
+/// protocol fault; anything else is the connection breaking.
+fn http_error(e: &hyper::Error) -> NetError {
+    if e.is_parse() || e.is_parse_too_large() || e.is_parse_status() {
+        NetError::Protocol(describe_hyper_error(e))
+    } else {
+        NetError::Http(describe_hyper_error(e))
+    }
+}
+
 /// Why a request got no response headers.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
@@ -34,6 +47,8 @@ pub enum NetError {
     Tls(String),
     #[error("{0}")]
     Http(String),
+    #[error("not an HTTP response: {0}")]
+    Protocol(String),
 }
 
 impl NetError {
@@ -44,6 +59,7 @@ impl NetError {
             NetError::Tls(_) => FailureReason::Tls,
             // The connection was up but closed or broke before a full response head.
             NetError::Http(_) => FailureReason::Truncated,
+            NetError::Protocol(_) => FailureReason::InvalidResponse,
         }
     }
 }
@@ -240,20 +256,28 @@ impl HttpClient {
                 obs.connection_reused = true;
                 match self.exchange(&mut conn, copy_request(&request)).await {
                     Ok(r) => (conn, r),
-                    // The server closed the idle connection as we used it (keep-alive
-                    // timeouts race with a 30 s interval): retry once on a fresh one, as
-                    // any pooling client does.
-                    Err(_) => {
+                    // The server closed the idle connection before our request went out
+                    // (keep-alive timeouts race with a 30 s interval): retry once on a
+                    // fresh one, as pooling clients do. Never after the request was sent:
+                    // that would send a generation twice.
+                    Err(e) if e.is_canceled() => {
                         obs.connection_reused = false;
                         let mut conn = self.connect(&mut obs.marks).await?;
-                        let r = self.exchange(&mut conn, request).await?;
+                        let r = self
+                            .exchange(&mut conn, request)
+                            .await
+                            .map_err(|e| http_error(&e))?;
                         (conn, r)
                     }
+                    Err(e) => return Err(http_error(&e)),
                 }
             }
             None => {
                 let mut conn = self.connect(&mut obs.marks).await?;
-                let r = self.exchange(&mut conn, request).await?;
+                let r = self
+                    .exchange(&mut conn, request)
+                    .await
+                    .map_err(|e| http_error(&e))?;
                 (conn, r)
             }
         };
@@ -275,7 +299,7 @@ impl HttpClient {
         &self,
         conn: &mut Connection,
         mut request: Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, NetError> {
+    ) -> Result<Response<Incoming>, hyper::Error> {
         match &mut conn.sender {
             Sender::H1(s) => {
                 request
@@ -296,7 +320,6 @@ impl HttpClient {
                 s.send_request(request).await
             }
         }
-        .map_err(|e| NetError::Http(describe_hyper_error(&e)))
     }
 
     async fn connect(&self, marks: &mut Marks) -> Result<Connection, NetError> {
@@ -308,10 +331,27 @@ impl HttpClient {
             })?
             .collect();
         marks.dns_done = Some(Instant::now());
+        if addrs.is_empty() {
+            return Err(NetError::Dns {
+                host: self.host.clone(),
+                message: "no address found".into(),
+            });
+        }
         let mut last_err = None;
         let mut tcp = None;
-        for addr in &addrs {
-            match TcpStream::connect(addr).await {
+        for (i, addr) in addrs.iter().enumerate() {
+            // An address that never answers (an IPv6 route that blackholes) must not use
+            // the whole budget while others wait: all but the last get a bounded try.
+            let attempt = TcpStream::connect(addr);
+            let result = if i + 1 < addrs.len() {
+                match tokio::time::timeout(PER_ADDRESS_CONNECT_TIMEOUT, attempt).await {
+                    Ok(r) => r,
+                    Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out")),
+                }
+            } else {
+                attempt.await
+            };
+            match result {
                 Ok(s) => {
                     tcp = Some(s);
                     break;
@@ -340,7 +380,7 @@ impl HttpClient {
                 if h2 {
                     let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                         .await
-                        .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
+                        .map_err(|e| http_error(&e))?;
                     Ok(Connection::new(Sender::H2(sender), conn))
                 } else {
                     self.handshake_h1(TokioIo::new(stream)).await
@@ -353,9 +393,7 @@ impl HttpClient {
     where
         T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (sender, conn) = http1::handshake(io)
-            .await
-            .map_err(|e| NetError::Http(describe_hyper_error(&e)))?;
+        let (sender, conn) = http1::handshake(io).await.map_err(|e| http_error(&e))?;
         Ok(Connection::new(Sender::H1(sender), conn))
     }
 }
@@ -411,6 +449,9 @@ impl BodyStream<'_> {
         if !self.client.reuse {
             return;
         }
+        // A proxy may hold the body open after the terminator: then give the connection
+        // up rather than hold the run.
+        let deadline = deadline.min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
         while let Ok(Ok(Some(_))) = tokio::time::timeout_at(deadline, self.next()).await {}
     }
 

@@ -182,6 +182,10 @@ pub struct Observation {
     pub server_reported: Vec<(&'static str, Duration)>,
     /// `short`, `medium` or `long` for the prompt sent; `none` for probes without one.
     pub prompt_bucket: &'static str,
+    /// A readiness check made before the request (its own phase, outside `marks`).
+    pub ready_check: Option<Duration>,
+    /// `small`, `medium`, `large` or `xlarge` for the largest image sent; `none`.
+    pub image_bucket: &'static str,
     /// `Ok` for a successful run.
     pub result: Result<(), Failure>,
 }
@@ -198,6 +202,8 @@ impl Observation {
             bytes_received: 0,
             server_reported: Vec::new(),
             prompt_bucket: "none",
+            image_bucket: "none",
+            ready_check: None,
             result: Ok(()),
         }
     }
@@ -315,10 +321,12 @@ impl Outcome {
             "message": o.failure().map(|f| f.message.as_str()),
             "http_status": o.http_status,
             "prompt_bucket": o.prompt_bucket,
+            "image_bucket": o.image_bucket,
             "connection_reused": o.connection_reused,
             "dns_seconds": secs(o.dns()),
             "connect_seconds": secs(o.connect()),
             "tls_seconds": secs(o.tls()),
+            "ready_check_seconds": secs(o.ready_check),
             "ttfb_seconds": secs(o.ttfb()),
             "ttft_seconds": secs(o.ttft()),
             "tpot_seconds": secs(o.tpot()),

@@ -84,15 +84,16 @@ pub fn first_tick_delay(name: &str, period: Duration, since_epoch: Duration) -> 
 }
 
 /// Runs `runner` on `schedule` until `cancel` fires. Each run is spawned on `tracker`
-/// so shutdown can wait for runs in flight.
+/// so shutdown can wait for runs in flight; `busy` is set while one is (shared with a
+/// replacement loop after a reload, so old and new runs never overlap).
 pub async fn run_loop<R: Runner>(
     runner: Arc<R>,
     schedule: Schedule,
     reports: mpsc::Sender<Report>,
     cancel: CancellationToken,
     tracker: TaskTracker,
+    busy: Arc<AtomicBool>,
 ) {
-    let busy = Arc::new(AtomicBool::new(false));
     let mut next = match &schedule {
         Schedule::Interval(p) => {
             Instant::now() + first_tick_delay(&runner.identity().name, *p, since_epoch())
@@ -113,11 +114,12 @@ pub async fn run_loop<R: Runner>(
         if busy.swap(true, Ordering::AcqRel) {
             skipped += 1;
         } else {
-            let (runner, reports, busy) = (runner.clone(), reports.clone(), busy.clone());
+            let (runner, reports) = (runner.clone(), reports.clone());
+            let busy = Busy(busy.clone());
             tracker.spawn(async move {
                 let mut outcome = runner.run().await;
                 outcome.schedule_lag = lag;
-                busy.store(false, Ordering::Release);
+                drop(busy);
                 let _ = reports.send(Report::Finished(Box::new(outcome))).await;
             });
         }
@@ -141,6 +143,16 @@ pub async fn run_loop<R: Runner>(
                 })
                 .await;
         }
+    }
+}
+
+/// Clears the busy flag when a run ends, however it ends (a panicking run must not stop
+/// its probe for good).
+struct Busy(Arc<AtomicBool>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -253,6 +265,7 @@ mod tests {
             tx,
             cancel.clone(),
             tracker.clone(),
+            Arc::default(),
         ));
         tokio::time::sleep(for_).await;
         cancel.cancel();
@@ -304,6 +317,46 @@ mod tests {
             "skipped {skipped}, runs {}",
             starts.len()
         );
+    }
+
+    struct PanickyRunner {
+        identity: Arc<ProbeIdentity>,
+        calls: Mutex<u32>,
+    }
+
+    impl Runner for PanickyRunner {
+        fn identity(&self) -> &Arc<ProbeIdentity> {
+            &self.identity
+        }
+
+        async fn run(&self) -> Outcome {
+            *self.calls.lock().unwrap() += 1;
+            panic!("a bug in a probe");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_run_does_not_stop_its_probe() {
+        let runner = Arc::new(PanickyRunner {
+            identity: fake(Duration::ZERO).identity.clone(),
+            calls: Mutex::new(0),
+        });
+        let (tx, _rx) = mpsc::channel(100);
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let task = tokio::spawn(run_loop(
+            runner.clone(),
+            Schedule::Interval(Duration::from_secs(10)),
+            tx,
+            cancel.clone(),
+            tracker.clone(),
+            Arc::default(),
+        ));
+        tokio::time::sleep(Duration::from_secs(45)).await;
+        cancel.cancel();
+        task.await.unwrap();
+        // Every tick ran, although every run panicked.
+        assert!(*runner.calls.lock().unwrap() >= 4);
     }
 
     #[tokio::test(start_paused = true)]

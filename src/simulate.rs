@@ -7,6 +7,11 @@
 //! monotonic instant just before each token is written to the socket: the ground truth
 //! the benchmark compares our measurements with.
 //!
+//! Besides the streaming LLM APIs (OpenAI chat, completions and Responses, Anthropic,
+//! Ollama, TGI) it answers Open Inference Protocol inferences and readiness
+//! (`/v2/models/{m}/infer`, `/ready`; `?ready=false` plays a loading model) and
+//! TorchServe-style image uploads (`/predictions/{m}`), with the same faults.
+//!
 //! Every option can be overridden per request in the query string, so one simulator can
 //! serve a healthy and a faulty probe at once:
 //! `http://127.0.0.1:8000/v1/chat/completions?ttft=800ms&fault=truncate&fault_rate=0.5`.
@@ -221,6 +226,37 @@ async fn serve_connection(mut socket: TcpStream, shared: Arc<Shared>) {
                 write_json(&mut socket, 200, "OK", &serde_json::json!({"status": "ok"}), &[]).await
             }
             ("GET", "/sim/log") => write_json(&mut socket, 200, "OK", &shared.log.to_json(), &[]).await,
+            ("GET", "/v2/health/ready") | ("GET", "/v2/health/live") => {
+                write_json(&mut socket, 200, "OK", &json!({"ready": true, "live": true}), &[]).await
+            }
+            ("GET", path) if path.starts_with("/v2/models/") && path.ends_with("/ready") => {
+                // `?ready=false` plays a model that is still loading.
+                if script_query_flag(&request.query, "ready") == Some(false) {
+                    write_json(
+                        &mut socket,
+                        503,
+                        "Service Unavailable",
+                        &json!({"error": "Model not ready"}),
+                        &[],
+                    )
+                    .await
+                } else {
+                    write_json(
+                        &mut socket,
+                        200,
+                        "OK",
+                        &json!({"name": "sim-classifier", "ready": true}),
+                        &[],
+                    )
+                    .await
+                }
+            }
+            ("POST", path) if path.starts_with("/v2/models/") && path.ends_with("/infer") => {
+                answer(&mut socket, &request, &shared, Answer::Infer).await
+            }
+            ("POST", path) if path.starts_with("/predictions/") => {
+                answer(&mut socket, &request, &shared, Answer::Prediction).await
+            }
             _ => {
                 let body = serde_json::json!({"error": {"message": format!("no route for {} {}", request.method, request.path), "type": "not_found", "code": 404}});
                 write_json(&mut socket, 404, "Not Found", &body, &[]).await
@@ -325,6 +361,28 @@ fn script_for(base: &Script, query: &str) -> Script {
     s
 }
 
+/// Whether request `id` gets the script's fault (`fault_rate` of them do), and which one.
+fn draw_fault(script: &Script, id: u64) -> Option<Fault> {
+    let draw = (splitmix64(script.seed ^ id.wrapping_mul(0x9e37_79b9)) >> 11) as f64 / (1u64 << 53) as f64;
+    script
+        .fault
+        .filter(|_| draw < script.fault_rate)
+        .map(|f| match f {
+            Fault::Mixed => {
+                const MIX: [Fault; 6] = [
+                    Fault::Http500,
+                    Fault::Http429,
+                    Fault::Truncate,
+                    Fault::InbandError,
+                    Fault::Garbage,
+                    Fault::Empty,
+                ];
+                MIX[(splitmix64(id ^ script.seed.rotate_left(17)) % MIX.len() as u64) as usize]
+            }
+            f => f,
+        })
+}
+
 /// splitmix64: a tiny, seedable generator for the fault draw.
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -367,6 +425,148 @@ const WORDS: &[&str] = &[
     " token",
     ".",
 ];
+
+/// `name=true|false` in a query string.
+fn script_query_flag(query: &str, name: &str) -> Option<bool> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+/// The non-streaming answers: an Open Inference Protocol inference, or a TorchServe-style
+/// prediction for an uploaded image.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Infer,
+    Prediction,
+}
+
+/// One JSON answer after `ttft` (the processing time), with the same faults as streams
+/// where they make sense: status codes, stalls, a closed connection, a body cut short,
+/// garbage, a wrong content type.
+async fn answer(socket: &mut TcpStream, request: &Request, shared: &Shared, kind: Answer) -> bool {
+    let received = Instant::now();
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let script = script_for(&shared.script, &request.query);
+    let fault = draw_fault(&script, id);
+    let mut record = SimRecord {
+        id,
+        path: request.path.clone(),
+        fault,
+        received,
+        headers_written: None,
+        first_token_written: None,
+        done_written: None,
+        tokens: 0,
+    };
+    let body = match kind {
+        Answer::Infer => {
+            let req: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
+            let Some(input) = req.pointer("/inputs/0") else {
+                shared.log.push(record);
+                return write_json(socket, 400, "Bad Request", &json!({"error": "no inputs"}), &[]).await;
+            };
+            // A deterministic "prediction" from the input, so probes can expect a label.
+            let label = (input.to_string().len() % 10) as i64;
+            let proba: Vec<f64> = (0..10).map(|i| if i == label { 0.91 } else { 0.01 }).collect();
+            json!({"model_name": request.path.split('/').nth(3).unwrap_or("sim"), "model_version": "1", "id": req.get("id"),
+            "outputs": [
+                {"name": "predict", "shape": [1, 1], "datatype": "INT64", "data": [label]},
+                {"name": "predict_proba", "shape": [1, 10], "datatype": "FP64", "data": proba}
+            ]})
+        }
+        Answer::Prediction => {
+            if request.body.is_empty() {
+                shared.log.push(record);
+                return write_json(
+                    socket,
+                    400,
+                    "Bad Request",
+                    &json!({"error": "no image in the request"}),
+                    &[],
+                )
+                .await;
+            }
+            let parts = request
+                .body
+                .windows(20)
+                .filter(|w| w.starts_with(b"Content-Disposition"))
+                .count();
+            json!({"class": "street", "probability": 0.87, "bytes": request.body.len(), "parts": parts})
+        }
+    };
+    let keep = match fault {
+        Some(Fault::Close) => false,
+        Some(Fault::StallHeaders | Fault::StallStream) => {
+            wait_for_peer_close(socket).await;
+            false
+        }
+        _ => {
+            tokio::time::sleep_until(received + script.ttft).await;
+            record.headers_written = Some(Instant::now());
+            match fault {
+                Some(Fault::Http500) => {
+                    write_json(
+                        socket,
+                        500,
+                        "Internal Server Error",
+                        &json!({"error": "simulated internal error"}),
+                        &[],
+                    )
+                    .await
+                }
+                Some(Fault::Http429) => {
+                    write_json(
+                        socket,
+                        429,
+                        "Too Many Requests",
+                        &json!({"error": "simulated rate limit"}),
+                        &[("Retry-After", "1")],
+                    )
+                    .await
+                }
+                Some(Fault::Truncate) => {
+                    let text = body.to_string();
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        text.len() + 100
+                    );
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    let _ = socket.write_all(&text.as_bytes()[..text.len() / 2]).await;
+                    false
+                }
+                Some(Fault::Garbage | Fault::InbandError) => {
+                    let text = "Traceback (most recent call last):\n  File \"model.py\", line 1\nValueError: simulated";
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                        text.len()
+                    );
+                    socket.write_all(head.as_bytes()).await.is_ok()
+                }
+                Some(Fault::Empty) => {
+                    let text = if matches!(kind, Answer::Infer) {
+                        "{\"outputs\":[]}"
+                    } else {
+                        ""
+                    };
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                        text.len()
+                    );
+                    socket.write_all(head.as_bytes()).await.is_ok()
+                }
+                _ => {
+                    record.done_written = Some(Instant::now());
+                    write_json(socket, 200, "OK", &body, &[]).await
+                }
+            }
+        }
+    };
+    shared.log.push(record);
+    keep
+}
 
 /// The streaming protocols the simulator speaks, by route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -630,24 +830,7 @@ async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, di
             .unwrap_or(false),
     };
 
-    let draw = (splitmix64(script.seed ^ id.wrapping_mul(0x9e37_79b9)) >> 11) as f64 / (1u64 << 53) as f64;
-    let fault = script
-        .fault
-        .filter(|_| draw < script.fault_rate)
-        .map(|f| match f {
-            Fault::Mixed => {
-                const MIX: [Fault; 6] = [
-                    Fault::Http500,
-                    Fault::Http429,
-                    Fault::Truncate,
-                    Fault::InbandError,
-                    Fault::Garbage,
-                    Fault::Empty,
-                ];
-                MIX[(splitmix64(id ^ script.seed.rotate_left(17)) % MIX.len() as u64) as usize]
-            }
-            f => f,
-        });
+    let fault = draw_fault(&script, id);
     let mut record = SimRecord {
         id,
         path: request.path.clone(),

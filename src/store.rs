@@ -24,7 +24,10 @@ pub struct Latest {
 impl Latest {
     pub fn record(&self, outcome: &Outcome) {
         let mut probes = self.probes.write().expect("store lock");
-        let state = probes.entry(outcome.probe.name.clone()).or_default();
+        // Only configured probes (see `configure`).
+        let Some(state) = probes.get_mut(&outcome.probe.name) else {
+            return;
+        };
         state.runs += 1;
         if outcome.observation.success() {
             state.last_success_at = Some(outcome.started_at);

@@ -21,7 +21,27 @@ fn the_repository_probes_yaml_is_valid() {
     let text = std::fs::read_to_string(&path).unwrap();
     let config = config::parse(&text, &path, &no_env).unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<_> = config.probes.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["vllm-chat", "llamacpp-completions", "vllm-health"]);
+    assert_eq!(
+        names,
+        [
+            "vllm-chat",
+            "llamacpp-completions",
+            "vllm-health",
+            "vllm-vision",
+            "vllm-responses",
+            "ollama-llava",
+            "tgi",
+            "claude",
+            "mlserver-digits",
+            "triton-resnet",
+            "torchserve-upload",
+        ]
+    );
+    // One example of every kind.
+    let mut kinds: Vec<_> = config.probes.iter().map(|p| p.kind.as_str()).collect();
+    kinds.sort();
+    kinds.dedup();
+    assert_eq!(kinds.len(), 8, "{kinds:?}");
     assert_eq!(config.probes[0].kind, Kind::OpenAiChat);
     // ${VLLM_URL:-default} falls back to the default when unset.
     assert_eq!(

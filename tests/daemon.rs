@@ -304,12 +304,79 @@ fn the_demo_shows_live_results_without_any_model_server() {
             .iter()
             .filter(|p| !p["last_run"].is_null())
             .count();
-        if probes_seen == 5 {
+        if probes_seen == 9 {
             break;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(probes_seen, 5, "not every demo probe reported within 25 s");
+    assert_eq!(probes_seen, 9, "not every demo probe reported within 25 s");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn once_succeeds_for_every_kind_with_images_against_the_simulator() {
+    let sim = simulator(Script::default()).await;
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/every-kind.yaml"
+    ))
+    .unwrap()
+    .replace("SIMULATOR", &sim.addr.to_string());
+    let path = temp_config("every-kind", &text);
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["once", "--format", "json", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 11);
+    for l in &lines {
+        assert_eq!(l["success"], true, "{l}");
+        let streaming =
+            !["kserve-pixels", "kserve-bytes", "upload", "health"].contains(&l["probe"].as_str().unwrap());
+        assert_eq!(l["ttft_seconds"].is_f64(), streaming, "{l}");
+    }
+    let bucket = |name: &str| lines.iter().find(|l| l["probe"] == name).unwrap()["image_bucket"].clone();
+    assert_eq!(bucket("chat-vision"), "medium");
+    assert_eq!(bucket("kserve-pixels"), "small");
+    assert_eq!(bucket("completions"), "none");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_probe_removed_while_its_run_is_in_flight_leaves_no_series_behind() {
+    let sim = simulator(Script::default()).await;
+    let both = format!(
+        "agent: {{location: t}}\ndefaults: {{interval: 2s, timeout: 1900ms}}\nprobes:\n  - name: slow\n    kind: openai_chat\n    url: http://{0}/v1/chat/completions?ttft=1200ms&tokens=2\n    model: m\n  - name: fast\n    kind: http\n    url: http://{0}/health\n",
+        sim.addr
+    );
+    let path = temp_config("remove-in-flight", &both);
+    let mut d = Daemon::start(&path, &[]);
+    d.wait_for_log("\"probe\":\"slow\"", Duration::from_secs(10));
+    // The next slow run starts 2 s after the last one began, i.e. about 0.8 s from now;
+    // remove the probe while it is in flight.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let only_fast = both.split("  - name: slow").next().unwrap().to_owned()
+        + &both
+            .split("  - name: fast")
+            .nth(1)
+            .map(|rest| format!("  - name: fast{rest}"))
+            .unwrap();
+    std::fs::write(&path, only_fast).unwrap();
+    d.signal("HUP");
+    d.wait_for_log("Configuration reloaded.", Duration::from_secs(5));
+    // Let the run in flight finish and be reported.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let text = d.metrics();
+    assert_eq!(metric_sum(&text, "inferprobe_up", &["probe=\"slow\""]), 0.0);
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("inferprobe_up{probe=\"slow\"")),
+        "{text}"
+    );
+    let (_, _, api) = http_get(&d.addr, "/api/v1/probes", None);
+    assert!(!api.contains("\"slow\""), "{api}");
 }

@@ -132,3 +132,26 @@ async fn status_errors_in_every_protocol() {
     expect_reason("fault=http-500", FailureReason::Http5xx).await;
     expect_reason("fault=http-429", FailureReason::RateLimited).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_stream_stops_at_the_byte_cap_in_every_protocol() {
+    let sim = simulator(Script::default()).await;
+    let runs: Vec<_> = KINDS
+        .iter()
+        .map(|(kind, path)| {
+            let yaml = format!(
+                "name: p\nkind: {kind}\nurl: http://{}{path}?fault=endless&ttft=1ms&token_gap=0ms\nmodel: m\ntimeout: 10s\nmax_response_bytes: 32768",
+                sim.addr
+            );
+            tokio::spawn(async move { (kind, run_probe(&yaml).await) })
+        })
+        .collect();
+    for run in runs {
+        let (kind, o) = run.await.unwrap();
+        let f = o.observation.failure().unwrap();
+        assert_eq!(f.reason, FailureReason::InvalidResponse, "{kind}: {}", f.message);
+        assert!(f.message.contains("32768-byte cap"), "{kind}: {}", f.message);
+        // Reading stopped at the cap (plus at most one read).
+        assert!(o.observation.bytes_received < 32768 + 65536, "{kind}");
+    }
+}

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
 use super::stream::{self, EventFacts, Framing, Generation};
-use super::{Probe, RunContext};
+use super::{BuildContext, BuildError};
+use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
-use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
 
 pub struct AnthropicProbe {
@@ -23,11 +23,11 @@ pub struct AnthropicProbe {
 }
 
 impl AnthropicProbe {
-    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(AnthropicProbe {
             generation: Generation::build(
                 config,
-                roots,
+                cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
                     (http::header::ACCEPT, "text/event-stream"),
@@ -39,23 +39,41 @@ impl AnthropicProbe {
 }
 
 impl Probe for AnthropicProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         let g = &self.generation;
-        let prompt = g.prompts.next();
+        let (prompt, images) = g.next_input();
+        let content = if images.is_empty() {
+            Content::Text(&prompt.text)
+        } else {
+            // Images first, then the question, as Anthropic recommends.
+            Content::Blocks(
+                images
+                    .iter()
+                    .map(|i| Block::Image {
+                        source: Source {
+                            kind: "base64",
+                            media_type: i.media_type,
+                            data: &i.base64,
+                        },
+                    })
+                    .chain(std::iter::once(Block::Text { text: &prompt.text }))
+                    .collect(),
+            )
+        };
         let body = serde_json::to_vec(&Request {
             model: &g.model,
             max_tokens: g.max_tokens,
             messages: [Message {
                 role: "user",
-                content: &prompt.text,
+                content,
             }],
             stream: true,
         })
         .expect("plain structs serialize");
         g.run(
-            cx,
+            limits,
             Bytes::from(body),
-            prompt.bucket.as_str(),
+            (prompt, &images),
             Framing::Sse,
             "text/event-stream",
             parse_event,
@@ -75,7 +93,30 @@ struct Request<'a> {
 #[derive(Serialize)]
 struct Message<'a> {
     role: &'a str,
-    content: &'a str,
+    content: Content<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(&'a str),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Image { source: Source<'a> },
+    Text { text: &'a str },
+}
+
+/// Raw base64 in `data`, no data: URL prefix.
+#[derive(Serialize)]
+struct Source<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    media_type: &'a str,
+    data: &'a str,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +126,12 @@ struct StreamEvent {
     delta: Option<Delta>,
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
+    message: Option<StartedMessage>,
+}
+
+#[derive(Deserialize)]
+struct StartedMessage {
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -142,9 +189,10 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
                 }
             }
         }
+        "message_start" => facts.model = e.message.and_then(|m| m.model),
         "message_delta" => facts.output_tokens = e.usage.and_then(|u| u.output_tokens),
         "message_stop" => facts.done = true,
-        // message_start, content_block_start/stop, ping, and types added later.
+        // content_block_start/stop, ping, and types added later.
         _ => {}
     }
     Ok(facts)

@@ -3,15 +3,16 @@
 //! `expect.status` lists others), a body read to its end within the cap, and the optional
 //! `expect.contains` text in it. TTFB is the response head; total is the last body byte.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 
+use std::sync::Arc;
+
 use super::stream::{self, Endpoint};
-use super::{Probe, RunContext};
-use crate::config::ProbeConfig;
-use crate::net::{BodyError, BuildError, TlsRoots};
-use crate::outcome::{Failure, FailureReason, Observation};
+use super::{BuildContext, BuildError};
+use super::{Probe, RunLimits};
+use crate::config::{ProbeConfig, Upload};
+use crate::outcome::{FailureReason, Observation};
+use crate::payload::images::{Image, ImageSet, bucket_of};
 
 /// Body bytes kept for `expect.contains`.
 const MAX_KEPT_BODY: usize = 64 * 1024;
@@ -20,27 +21,63 @@ pub struct HttpProbe {
     endpoint: Endpoint,
     method: http::Method,
     body: Bytes,
+    /// Images to upload instead of `body`, and how.
+    uploads: Option<(ImageSet, Upload)>,
 }
 
+/// The multipart boundary: fixed, and long and odd enough never to occur in an image.
+macro_rules! boundary {
+    () => {
+        "inferprobe-7d1f0c9a3b5e42f8a6c1"
+    };
+}
+const BOUNDARY: &str = boundary!();
+const MULTIPART: &str = concat!("multipart/form-data; boundary=", boundary!());
+
 impl HttpProbe {
-    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
-        let base: &[_] = if config.body.is_some() {
-            &[(http::header::CONTENT_TYPE, "application/json")]
-        } else {
-            &[]
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+        let uploads = match &config.images {
+            Some(spec) => Some((ImageSet::build(spec, &cx.images)?, spec.upload.clone())),
+            None => None,
+        };
+        let base: &[_] = match (&uploads, config.body.is_some()) {
+            (Some((_, Upload::Multipart { .. })), _) => &[(http::header::CONTENT_TYPE, MULTIPART)],
+            (_, true) => &[(http::header::CONTENT_TYPE, "application/json")],
+            _ => &[],
+        };
+        // Uploads are POSTs unless the config says otherwise.
+        let method = match (&uploads, config.method == http::Method::GET) {
+            (Some(_), true) => http::Method::POST,
+            _ => config.method.clone(),
         };
         Ok(HttpProbe {
-            endpoint: Endpoint::build(config, roots, base)?,
-            method: config.method.clone(),
+            endpoint: Endpoint::build(config, &cx.roots, base)?,
+            method,
             body: Bytes::from(config.body.clone().unwrap_or_default()),
+            uploads,
         })
     }
 }
 
 impl Probe for HttpProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
-        let request = self.endpoint.request(&self.method, self.body.clone());
-        let mut obs = Observation::new(Instant::now());
+    async fn run(&self, limits: &RunLimits) -> Observation {
+        let (body, images) = match &self.uploads {
+            None => (self.body.clone(), Vec::new()),
+            Some((set, upload)) => {
+                let images = set.next();
+                (upload_body(upload, &images), images)
+            }
+        };
+        let mut request = self.endpoint.request(&self.method, body);
+        if let (Some((_, Upload::Raw)), Some(image)) = (&self.uploads, images.first()) {
+            request.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static(image.media_type),
+            );
+        }
+        let cx = &limits.start();
+        let mut obs = Observation::new(cx.start);
+        obs.image_bucket = bucket_of(&images);
         let Some(mut response) = self
             .endpoint
             .open(request, cx, &mut obs, cx.deadline, FailureReason::TimeoutTotal)
@@ -48,39 +85,38 @@ impl Probe for HttpProbe {
         else {
             return obs;
         };
-        let mut kept = Vec::new();
-        let result = loop {
-            match tokio::time::timeout_at(cx.deadline, response.body.next()).await {
-                Err(_) => {
-                    break Err(Failure::new(
-                        FailureReason::TimeoutTotal,
-                        format!(
-                            "body not complete within {:?}",
-                            cx.deadline.into_std() - obs.marks.start
-                        ),
-                    ));
-                }
-                Ok(Err(e @ BodyError::TooLarge { .. })) => {
-                    break Err(Failure::new(FailureReason::InvalidResponse, e.to_string()));
-                }
-                Ok(Err(e @ BodyError::Broken(_))) => {
-                    break Err(Failure::new(FailureReason::Truncated, e.to_string()));
-                }
-                Ok(Ok(None)) => {
-                    obs.marks.end = Some(Instant::now());
-                    break Ok(());
-                }
-                Ok(Ok(Some(chunk))) => {
-                    let room = MAX_KEPT_BODY.saturating_sub(kept.len());
-                    kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                }
-            }
-        };
+        let result = stream::read_body(&mut response.body, MAX_KEPT_BODY, cx, &mut obs).await;
         obs.bytes_received = response.body.received();
-        obs.result = result.and_then(|()| {
+        obs.result = result.and_then(|kept| {
             let text = String::from_utf8_lossy(&kept);
             stream::check_output(&self.endpoint.expect, &text, obs.bytes_received > 0, None)
         });
+        self.endpoint.redact(&mut obs);
         obs
+    }
+}
+
+/// The request body for an upload: the raw file, or a multipart form with one file part
+/// per image.
+fn upload_body(upload: &Upload, images: &[Arc<Image>]) -> Bytes {
+    match upload {
+        Upload::Raw => images.first().map(|i| i.bytes.clone()).unwrap_or_default(),
+        Upload::Multipart { field } => {
+            let mut body = Vec::with_capacity(images.iter().map(|i| i.bytes.len() + 256).sum());
+            for image in images {
+                body.extend_from_slice(
+                    format!(
+                        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{}\"\r\nContent-Type: {}\r\n\r\n",
+                        image.name.replace('"', ""),
+                        image.media_type
+                    )
+                    .as_bytes(),
+                );
+                body.extend_from_slice(&image.bytes);
+                body.extend_from_slice(b"\r\n");
+            }
+            body.extend_from_slice(format!("--{BOUNDARY}--\r\n").as_bytes());
+            Bytes::from(body)
+        }
     }
 }

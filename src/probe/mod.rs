@@ -9,23 +9,78 @@
 pub mod anthropic;
 pub mod framing;
 pub mod http;
+pub mod kserve_v2;
 pub mod ollama;
 pub mod openai;
 mod stream;
 pub mod tgi;
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::{Kind, ProbeConfig, display_url};
-use crate::net::{BuildError, TlsRoots};
+use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
+use crate::payload::images::{ImageError, ImageStore};
 
-/// The deadlines of one run. The probe takes its own start instant after preparing the
-/// request (so request building is never inside the measured time); the deadlines are
-/// set a few microseconds earlier, when the run begins.
+/// What building a probe needs besides its config: the TLS roots (loaded once) and the
+/// image store (shared, so each image is encoded once for all probes and reloads).
+#[derive(Clone)]
+pub struct BuildContext {
+    pub roots: TlsRoots,
+    pub images: Arc<ImageStore>,
+}
+
+impl BuildContext {
+    pub fn new() -> Self {
+        BuildContext {
+            roots: TlsRoots::system(),
+            images: Arc::new(ImageStore::default()),
+        }
+    }
+}
+
+impl Default for BuildContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Why a probe could not be built from a valid config (a CA file that does not parse,
+/// an image file that is not an image).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Client(#[from] crate::net::BuildError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+}
+
+/// A run's time limits, from the probe's config.
+#[derive(Debug, Clone, Copy)]
+pub struct RunLimits {
+    pub timeout: Duration,
+    pub first_token_timeout: Duration,
+}
+
+impl RunLimits {
+    /// Starts the clock: called by a probe once its request is built, so building it
+    /// (an image can be megabytes of JSON) is neither measured nor taken from the budget.
+    pub fn start(&self) -> RunContext {
+        let start = Instant::now();
+        let now = tokio::time::Instant::from_std(start);
+        RunContext {
+            start,
+            deadline: now + self.timeout,
+            first_token_deadline: now + self.first_token_timeout,
+        }
+    }
+}
+
+/// A started run: its start instant and deadlines.
 #[derive(Debug, Clone, Copy)]
 pub struct RunContext {
+    pub start: Instant,
     /// The whole response, terminator included, must be in by then.
     pub deadline: tokio::time::Instant,
     /// The first generated token must be in by then (streaming kinds).
@@ -34,7 +89,7 @@ pub struct RunContext {
 
 /// One request, measured.
 pub trait Probe {
-    fn run(&self, cx: &RunContext) -> impl Future<Output = Observation> + Send;
+    fn run(&self, limits: &RunLimits) -> impl Future<Output = Observation> + Send;
 }
 
 /// The closed set of probe kinds.
@@ -43,17 +98,19 @@ pub enum AnyProbe {
     Ollama(ollama::OllamaProbe),
     Tgi(tgi::TgiProbe),
     Anthropic(anthropic::AnthropicProbe),
+    Kserve(kserve_v2::KserveProbe),
     Http(http::HttpProbe),
 }
 
 impl Probe for AnyProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
+    async fn run(&self, limits: &RunLimits) -> Observation {
         match self {
-            AnyProbe::OpenAi(p) => p.run(cx).await,
-            AnyProbe::Ollama(p) => p.run(cx).await,
-            AnyProbe::Tgi(p) => p.run(cx).await,
-            AnyProbe::Anthropic(p) => p.run(cx).await,
-            AnyProbe::Http(p) => p.run(cx).await,
+            AnyProbe::OpenAi(p) => p.run(limits).await,
+            AnyProbe::Ollama(p) => p.run(limits).await,
+            AnyProbe::Tgi(p) => p.run(limits).await,
+            AnyProbe::Anthropic(p) => p.run(limits).await,
+            AnyProbe::Kserve(p) => p.run(limits).await,
+            AnyProbe::Http(p) => p.run(limits).await,
         }
     }
 }
@@ -67,15 +124,16 @@ pub struct ReadyProbe {
 }
 
 impl ReadyProbe {
-    pub fn build(config: &ProbeConfig, location: &str, roots: &TlsRoots) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, location: &str, cx: &BuildContext) -> Result<Self, BuildError> {
         let probe = match config.kind {
             Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
-                AnyProbe::OpenAi(openai::OpenAiProbe::build(config, roots)?)
+                AnyProbe::OpenAi(openai::OpenAiProbe::build(config, cx)?)
             }
-            Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, roots)?),
-            Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, roots)?),
-            Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, roots)?),
-            Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, roots)?),
+            Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, cx)?),
+            Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, cx)?),
+            Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, cx)?),
+            Kind::KserveV2 => AnyProbe::Kserve(kserve_v2::KserveProbe::build(config, cx)?),
+            Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, cx)?),
         };
         let identity = ProbeIdentity {
             name: config.name.clone(),
@@ -98,29 +156,62 @@ impl ReadyProbe {
     pub async fn run_once(&self) -> Outcome {
         let started_at = SystemTime::now();
         let begun = Instant::now();
-        let now = tokio::time::Instant::from_std(begun);
-        let cx = RunContext {
-            deadline: now + self.config.timeout,
-            first_token_deadline: now + self.config.first_token_timeout,
+        let limits = RunLimits {
+            timeout: self.config.timeout,
+            first_token_timeout: self.config.first_token_timeout,
         };
-        let grace = std::time::Duration::from_millis(500);
-        let observation = match tokio::time::timeout_at(cx.deadline + grace, self.probe.run(&cx)).await {
+        // Probes enforce their own deadlines, so a timed-out run keeps the phases it did
+        // measure; this outer bound is only a safety net.
+        let bound = self.config.timeout + Duration::from_secs(2);
+        let observation = match tokio::time::timeout(bound, self.probe.run(&limits)).await {
             Ok(o) => o,
             Err(_) => Observation::failed(
                 begun,
                 Failure::new(
                     FailureReason::TimeoutTotal,
-                    format!("no result within {:?}", self.config.timeout),
+                    format!(
+                        "no result within {}",
+                        humantime::format_duration(self.config.timeout)
+                    ),
                 ),
             ),
         };
         Outcome {
             probe: self.identity.clone(),
             started_at,
-            schedule_lag: std::time::Duration::ZERO,
+            schedule_lag: Duration::ZERO,
             observation,
         }
     }
+}
+
+/// `%XX` and `+` decoded, for matching echoed query values.
+fn percent_decode(s: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b'+', ..) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, ..) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The start of a server's text for a message: at most 80 characters.
@@ -153,12 +244,14 @@ impl Redactor {
             }
         }
         if let Some(q) = config.url.query() {
-            secrets.extend(
-                q.split('&')
-                    .filter_map(|kv| kv.split_once('='))
-                    .map(|(_, v)| v.to_owned())
-                    .filter(|v| v.len() >= 8),
-            );
+            for (_, v) in q.split('&').filter_map(|kv| kv.split_once('=')) {
+                // A server may echo the value as sent or decoded.
+                for form in [v.to_owned(), percent_decode(v)] {
+                    if form.len() >= 8 {
+                        secrets.push(form);
+                    }
+                }
+            }
         }
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
@@ -173,5 +266,26 @@ impl Redactor {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_for_echoed_secrets() {
+        assert_eq!(percent_decode("a%2Fb%3D%3D+c"), "a/b== c");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%e2%82%ac"), "%zz€");
+    }
+
+    #[test]
+    fn the_redactor_hides_header_and_query_secrets_in_both_forms() {
+        let text = "probes:\n  - name: x\n    kind: http\n    url: https://h/p?key=abc%2Fdef%2Bghi&x=1\n    headers: {Authorization: \"Bearer tok-123456789\"}\n";
+        let config = crate::config::parse(text, std::path::Path::new("t.yaml"), &|_| None).unwrap();
+        let r = Redactor::new(&config.probes[0]);
+        let cleaned = r.clean("got tok-123456789, abc%2Fdef%2Bghi and abc/def+ghi");
+        assert_eq!(cleaned, "got <redacted>, <redacted> and <redacted>");
     }
 }

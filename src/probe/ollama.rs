@@ -7,6 +7,7 @@
 //! measurements. A mid-stream error is a line `{"error": "..."}` with no `done` field: a
 //! parser waiting for `done` would hang, so every line is checked for it first.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,10 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
 use super::stream::{EventFacts, Framing, Generation};
-use super::{Probe, RunContext};
+use super::{BuildContext, BuildError};
+use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
-use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::images::Image;
 
 pub struct OllamaProbe {
     generation: Generation,
@@ -26,19 +28,17 @@ pub struct OllamaProbe {
 }
 
 impl OllamaProbe {
-    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OllamaProbe {
-            generation: Generation::build(
-                config,
-                roots,
-                &[(http::header::CONTENT_TYPE, "application/json")],
-            )?,
+            generation: Generation::build(config, cx, &[(http::header::CONTENT_TYPE, "application/json")])?,
             generate: config.url.path().trim_end_matches('/').ends_with("/api/generate"),
         })
     }
 
-    fn request_body(&self, prompt: &str) -> Bytes {
+    fn request_body(&self, prompt: &str, images: &[Arc<Image>]) -> Bytes {
         let g = &self.generation;
+        // Ollama takes raw base64, without a data: prefix.
+        let images: Vec<&str> = images.iter().map(|i| &*i.base64).collect();
         let options = Options {
             num_predict: g.max_tokens,
         };
@@ -46,6 +46,7 @@ impl OllamaProbe {
             serde_json::to_vec(&GenerateRequest {
                 model: &g.model,
                 prompt,
+                images,
                 stream: true,
                 options,
             })
@@ -55,6 +56,7 @@ impl OllamaProbe {
                 messages: [Message {
                     role: "user",
                     content: prompt,
+                    images,
                 }],
                 stream: true,
                 options,
@@ -65,14 +67,14 @@ impl OllamaProbe {
 }
 
 impl Probe for OllamaProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
-        let prompt = self.generation.prompts.next();
-        let body = self.request_body(&prompt.text);
+    async fn run(&self, limits: &RunLimits) -> Observation {
+        let (prompt, images) = self.generation.next_input();
+        let body = self.request_body(&prompt.text, &images);
         self.generation
             .run(
-                cx,
+                limits,
                 body,
-                prompt.bucket.as_str(),
+                (prompt, &images),
                 Framing::Ndjson,
                 "application/x-ndjson",
                 parse_line,
@@ -93,12 +95,16 @@ struct ChatRequest<'a> {
 struct Message<'a> {
     role: &'a str,
     content: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    images: Vec<&'a str>,
 }
 
 #[derive(Serialize)]
 struct GenerateRequest<'a> {
     model: &'a str,
     prompt: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    images: Vec<&'a str>,
     stream: bool,
     options: Options,
 }
@@ -110,6 +116,7 @@ struct Options {
 
 #[derive(Deserialize)]
 struct Line {
+    model: Option<String>,
     error: Option<serde_json::Value>,
     done: Option<bool>,
     /// /api/generate
@@ -159,6 +166,7 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
     let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
     let mut facts = EventFacts {
         done,
+        model: line.model,
         ..EventFacts::default()
     };
     if let Some(text) = &line.response {

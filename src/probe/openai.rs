@@ -17,15 +17,18 @@
 //! `response.incomplete`, e.g. at `max_output_tokens`), failures as `response.failed` or
 //! an `error` event, and no `[DONE]` (tolerated if a server sends one).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
 use super::stream::{self, EventFacts, Framing, Generation};
-use super::{Probe, RunContext};
+use super::{BuildContext, BuildError};
+use super::{Probe, RunLimits};
 use crate::config::{Kind, ProbeConfig};
-use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::images::{DataUrl, Image};
 
 /// Which of the three OpenAI streaming APIs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +44,7 @@ pub struct OpenAiProbe {
 }
 
 impl OpenAiProbe {
-    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OpenAiProbe {
             api: match config.kind {
                 Kind::OpenAiChat => Api::Chat,
@@ -50,7 +53,7 @@ impl OpenAiProbe {
             },
             generation: Generation::build(
                 config,
-                roots,
+                cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
                     (http::header::ACCEPT, "text/event-stream"),
@@ -59,15 +62,29 @@ impl OpenAiProbe {
         })
     }
 
-    fn request_body(&self, prompt: &str) -> Bytes {
+    fn request_body(&self, prompt: &str, images: &[Arc<Image>]) -> Bytes {
         let g = &self.generation;
         let stream_options = StreamOptions { include_usage: true };
+        let detail = g.images.as_ref().and_then(|i| i.detail.as_deref());
         let body = match self.api {
             Api::Chat => serde_json::to_vec(&ChatRequest {
                 model: &g.model,
                 messages: [Message {
                     role: "user",
-                    content: prompt,
+                    content: if images.is_empty() {
+                        ChatContent::Text(prompt)
+                    } else {
+                        ChatContent::Parts(
+                            std::iter::once(ChatPart::Text { text: prompt })
+                                .chain(images.iter().map(|i| ChatPart::ImageUrl {
+                                    image_url: ImageUrl {
+                                        url: DataUrl(i),
+                                        detail,
+                                    },
+                                }))
+                                .collect(),
+                        )
+                    },
                 }],
                 max_tokens: g.max_tokens,
                 stream: true,
@@ -82,7 +99,19 @@ impl OpenAiProbe {
             }),
             Api::Responses => serde_json::to_vec(&ResponsesRequest {
                 model: &g.model,
-                input: prompt,
+                input: if images.is_empty() {
+                    ResponsesInput::Text(prompt)
+                } else {
+                    ResponsesInput::Items([InputItem {
+                        role: "user",
+                        content: std::iter::once(InputPart::InputText { text: prompt })
+                            .chain(images.iter().map(|i| InputPart::InputImage {
+                                image_url: DataUrl(i),
+                                detail,
+                            }))
+                            .collect(),
+                    }])
+                },
                 max_output_tokens: g.max_tokens,
                 stream: true,
             }),
@@ -92,15 +121,15 @@ impl OpenAiProbe {
 }
 
 impl Probe for OpenAiProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
-        let prompt = self.generation.prompts.next();
-        let body = self.request_body(&prompt.text);
+    async fn run(&self, limits: &RunLimits) -> Observation {
+        let (prompt, images) = self.generation.next_input();
+        let body = self.request_body(&prompt.text, &images);
         let api = self.api;
         self.generation
             .run(
-                cx,
+                limits,
                 body,
-                prompt.bucket.as_str(),
+                (prompt, &images),
                 Framing::Sse,
                 "text/event-stream",
                 |e| match api {
@@ -125,7 +154,29 @@ struct ChatRequest<'a> {
 #[derive(Serialize)]
 struct Message<'a> {
     role: &'a str,
-    content: &'a str,
+    content: ChatContent<'a>,
+}
+
+/// A plain string, or text and image parts for vision models.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ChatContent<'a> {
+    Text(&'a str),
+    Parts(Vec<ChatPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ChatPart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: DataUrl<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -140,9 +191,36 @@ struct CompletionRequest<'a> {
 #[derive(Serialize)]
 struct ResponsesRequest<'a> {
     model: &'a str,
-    input: &'a str,
+    input: ResponsesInput<'a>,
     max_output_tokens: u32,
     stream: bool,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResponsesInput<'a> {
+    Text(&'a str),
+    Items([InputItem<'a>; 1]),
+}
+
+#[derive(Serialize)]
+struct InputItem<'a> {
+    role: &'a str,
+    content: Vec<InputPart<'a>>,
+}
+
+/// In the Responses API `image_url` is a plain string, not an object.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InputPart<'a> {
+    InputText {
+        text: &'a str,
+    },
+    InputImage {
+        image_url: DataUrl<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<&'a str>,
+    },
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -152,6 +230,7 @@ struct StreamOptions {
 
 #[derive(Deserialize)]
 struct Chunk {
+    model: Option<String>,
     choices: Option<Vec<Choice>>,
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
@@ -224,6 +303,7 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
     }
     let mut facts = EventFacts {
         output_tokens: chunk.usage.and_then(|u| u.completion_tokens),
+        model: chunk.model,
         ..EventFacts::default()
     };
     for choice in chunk.choices.unwrap_or_default() {
@@ -254,6 +334,9 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             ..EventFacts::default()
         });
     }
+    if data.is_empty() {
+        return Ok(EventFacts::default());
+    }
     let v: serde_json::Value = serde_json::from_str(data).map_err(|e| {
         Failure::new(
             FailureReason::InvalidResponse,
@@ -271,7 +354,13 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             )
         })?;
     let delta = || v.get("delta").and_then(|d| d.as_str()).unwrap_or("");
-    let mut facts = EventFacts::default();
+    let mut facts = EventFacts {
+        model: v
+            .pointer("/response/model")
+            .and_then(|m| m.as_str())
+            .map(str::to_owned),
+        ..EventFacts::default()
+    };
     match kind {
         "response.output_text.delta" => facts.text = delta().to_owned(),
         "response.refusal.delta"

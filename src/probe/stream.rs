@@ -11,11 +11,15 @@ use bytes::Bytes;
 use http_body_util::Full;
 
 use super::framing::{Decoder, Event};
+use super::{BuildContext, BuildError, RunLimits};
 use super::{Redactor, RunContext};
 use crate::config::{Expect, ProbeConfig};
-use crate::net::{BodyError, BodyStream, BuildError, HttpClient, ResponseStream, TlsRoots};
+use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
+use crate::payload::Prompt;
 use crate::payload::PromptSet;
+use crate::payload::images::{Image, ImageSet, bucket_of};
+use std::sync::Arc;
 
 /// Largest single event (SSE event or NDJSON line) we accept. Real events are a few hundred bytes; a stream that
 /// never ends an event is a broken server, not a reason to grow without bound.
@@ -44,7 +48,7 @@ impl Endpoint {
         config: &ProbeConfig,
         roots: &TlsRoots,
         base: &[(http::HeaderName, &'static str)],
-    ) -> Result<Self, BuildError> {
+    ) -> Result<Self, crate::net::BuildError> {
         let mut headers = http::HeaderMap::new();
         headers.insert(
             http::header::USER_AGENT,
@@ -79,11 +83,33 @@ impl Endpoint {
         })
     }
 
+    /// Failure messages may quote what the server sent, which may echo credentials.
+    pub fn redact(&self, obs: &mut Observation) {
+        if let Err(f) = &mut obs.result {
+            f.message = self.redactor.clean(&f.message);
+        }
+    }
+
     /// The request to send; built before a run's clock starts.
     pub fn request(&self, method: &http::Method, body: Bytes) -> http::Request<Full<Bytes>> {
+        self.build_request(method, http::Uri::from(self.path_and_query.clone()), body)
+    }
+
+    /// A request to another path on the same server (e.g. a readiness check).
+    pub fn request_to(&self, method: &http::Method, path: &str, body: Bytes) -> http::Request<Full<Bytes>> {
+        let uri = http::Uri::try_from(path).unwrap_or_else(|_| http::Uri::from(self.path_and_query.clone()));
+        self.build_request(method, uri, body)
+    }
+
+    fn build_request(
+        &self,
+        method: &http::Method,
+        uri: http::Uri,
+        body: Bytes,
+    ) -> http::Request<Full<Bytes>> {
         let mut request = http::Request::builder()
             .method(method.clone())
-            .uri(http::Uri::from(self.path_and_query.clone()))
+            .uri(uri)
             .body(Full::new(body))
             .expect("a request from valid parts");
         *request.headers_mut() = self.headers.clone();
@@ -122,20 +148,32 @@ pub(crate) struct Generation {
     pub model: String,
     pub max_tokens: u32,
     pub prompts: PromptSet,
+    pub images: Option<ImageSet>,
 }
 
 impl Generation {
     pub fn build(
         config: &ProbeConfig,
-        roots: &TlsRoots,
+        cx: &BuildContext,
         base_headers: &[(http::HeaderName, &'static str)],
     ) -> Result<Self, BuildError> {
         Ok(Generation {
-            endpoint: Endpoint::build(config, roots, base_headers)?,
+            endpoint: Endpoint::build(config, &cx.roots, base_headers)?,
             model: config.model.clone().unwrap_or_default(),
             max_tokens: config.max_tokens,
             prompts: PromptSet::new(&config.prompts),
+            images: config
+                .images
+                .as_ref()
+                .map(|spec| ImageSet::build(spec, &cx.images))
+                .transpose()?,
         })
+    }
+
+    /// The next run's prompt and images (none for text-only probes).
+    pub fn next_input(&self) -> (&Prompt, Vec<Arc<Image>>) {
+        let images = self.images.as_ref().map(ImageSet::next).unwrap_or_default();
+        (self.prompts.next(), images)
     }
 
     /// One streamed generation, the way every LLM kind runs: send `body`, expect a 2xx
@@ -143,16 +181,18 @@ impl Generation {
     /// apply the `expect` checks. The clock starts after the request is built.
     pub async fn run(
         &self,
-        cx: &RunContext,
+        limits: &RunLimits,
         body: Bytes,
-        prompt_bucket: &'static str,
+        (prompt, images): (&Prompt, &[Arc<Image>]),
         framing: Framing,
         content_type: &str,
         parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
     ) -> Observation {
         let request = self.endpoint.request(&http::Method::POST, body);
-        let mut obs = Observation::new(Instant::now());
-        obs.prompt_bucket = prompt_bucket;
+        let cx = &limits.start();
+        let mut obs = Observation::new(cx.start);
+        obs.prompt_bucket = prompt.bucket.as_str();
+        obs.image_bucket = bucket_of(images);
         let Some(mut response) = self
             .endpoint
             .open(
@@ -187,8 +227,26 @@ impl Generation {
             &streamed.text,
             streamed.content_events > 0,
             obs.output_tokens,
-        );
+        )
+        .and_then(|()| check_model(&self.endpoint.expect, &self.model, streamed.model.as_deref()));
+        self.endpoint.redact(&mut obs);
         obs
+    }
+}
+
+/// `expect.model`: the response must name the model we asked for.
+fn check_model(expect: &Expect, asked: &str, answered: Option<&str>) -> Result<(), Failure> {
+    match (expect.model, answered) {
+        (false, _) => Ok(()),
+        (true, Some(m)) if m == asked => Ok(()),
+        (true, Some(m)) => Err(Failure::new(
+            FailureReason::Assertion,
+            format!("expected model {asked:?}, the response names {m:?}"),
+        )),
+        (true, None) => Err(Failure::new(
+            FailureReason::Assertion,
+            "the response names no model",
+        )),
     }
 }
 
@@ -206,6 +264,8 @@ pub(crate) struct EventFacts {
     pub done: bool,
     /// Durations the server reported about itself, by stage.
     pub server_reported: Vec<(&'static str, std::time::Duration)>,
+    /// The model the server says answered, where the protocol names it.
+    pub model: Option<String>,
 }
 
 /// Sends the request, recording phases into `obs`. On failure `obs.result` is set and
@@ -287,7 +347,11 @@ async fn check_status(
     {
         message.push_str(&format!(" (Retry-After: {after})"));
     }
-    let body = read_prefix(&mut stream.body, MAX_ERROR_BODY, cx.deadline).await;
+    // The message is a nicety: never let a slow error body hold the run long.
+    let wait = cx
+        .deadline
+        .min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
+    let body = read_prefix(&mut stream.body, MAX_ERROR_BODY, wait).await;
     if let Some(detail) = error_detail(&body) {
         message.push_str(": ");
         message.push_str(&redactor.clean(&detail));
@@ -369,12 +433,54 @@ fn check_content_type(stream: &ResponseStream<'_>, expected: &str, obs: &mut Obs
     false
 }
 
+/// Reads a whole (non-streamed) body to its end within the deadline and the byte cap,
+/// keeping its first `keep` bytes. Marks the end; the caller sets `obs.result`.
+pub(crate) async fn read_body(
+    body: &mut BodyStream<'_>,
+    keep: usize,
+    cx: &RunContext,
+    obs: &mut Observation,
+) -> Result<Vec<u8>, Failure> {
+    let mut kept = Vec::new();
+    let result = loop {
+        match tokio::time::timeout_at(cx.deadline, body.next()).await {
+            Err(_) => {
+                break Err(timeout_failure(
+                    FailureReason::TimeoutTotal,
+                    "body not complete",
+                    obs.marks.start,
+                    cx.deadline,
+                ));
+            }
+            Ok(Err(e @ BodyError::TooLarge { .. })) => {
+                break Err(Failure::new(FailureReason::InvalidResponse, e.to_string()));
+            }
+            Ok(Err(e @ BodyError::Broken(_))) => {
+                break Err(Failure::new(FailureReason::Truncated, e.to_string()));
+            }
+            Ok(Ok(None)) => {
+                obs.marks.end = Some(Instant::now());
+                break Ok(kept);
+            }
+            Ok(Ok(Some(chunk))) => {
+                let room = keep.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+        }
+    };
+    obs.bytes_received = body.received();
+    result
+}
+
 /// What a streamed response produced.
 #[derive(Debug, Default)]
 pub(crate) struct Streamed {
     /// Answer text, up to [`MAX_KEPT_TEXT`] bytes.
     pub text: String,
     pub content_events: u64,
+    /// The first model name the stream gave.
+    pub model: Option<String>,
+    text_capped: bool,
 }
 
 /// How a streamed body is framed.
@@ -461,14 +567,23 @@ async fn read_events(
             };
             if !facts.text.is_empty() || facts.other_output {
                 record_content(obs, &mut out, at);
-                if out.text.len() + facts.text.len() <= MAX_KEPT_TEXT {
-                    out.text.push_str(&facts.text);
+                // Stop keeping text at the cap (rather than skip one large piece and
+                // keep later ones): `contains` must never see text with holes.
+                if !out.text_capped {
+                    if out.text.len() + facts.text.len() <= MAX_KEPT_TEXT {
+                        out.text.push_str(&facts.text);
+                    } else {
+                        out.text_capped = true;
+                    }
                 }
             }
             if facts.output_tokens.is_some() {
                 usage_tokens = facts.output_tokens;
             }
             obs.server_reported.extend(facts.server_reported);
+            if out.model.is_none() {
+                out.model = facts.model;
+            }
             if facts.done {
                 done = true;
                 break;
@@ -491,10 +606,17 @@ async fn read_events(
     Some(out)
 }
 
+/// Chunk gaps kept per run: thousands of tokens is far beyond a probe's answer, and the
+/// outcome is kept in memory.
+const MAX_CHUNK_GAPS: usize = 10_000;
+
 fn record_content(obs: &mut Observation, out: &mut Streamed, at: Instant) {
     match obs.marks.last_token {
         None => obs.marks.first_token = Some(at),
-        Some(prev) => obs.chunk_gaps.push(at.saturating_duration_since(prev)),
+        Some(prev) if obs.chunk_gaps.len() < MAX_CHUNK_GAPS => {
+            obs.chunk_gaps.push(at.saturating_duration_since(prev))
+        }
+        Some(_) => {}
     }
     obs.marks.last_token = Some(at);
     out.content_events += 1;
@@ -521,6 +643,12 @@ pub(crate) fn check_output(
     any_output: bool,
     tokens: Option<u64>,
 ) -> Result<(), Failure> {
+    let assertion = |what: String| {
+        Err(Failure::new(
+            FailureReason::Assertion,
+            format!("{what}; it starts {:?}", one_line(text, 80)),
+        ))
+    };
     if expect.non_empty && !any_output {
         return Err(Failure::new(
             FailureReason::EmptyOutput,
@@ -541,13 +669,17 @@ pub(crate) fn check_output(
     if let Some(needle) = &expect.contains
         && !text.contains(needle.as_str())
     {
-        return Err(Failure::new(
-            FailureReason::Assertion,
-            format!(
-                "expected the output to contain {needle:?}; it starts {:?}",
-                one_line(text, 80)
-            ),
-        ));
+        return assertion(format!("expected the output to contain {needle:?}"));
+    }
+    if let Some(pattern) = &expect.matches
+        && !pattern.regex.is_match(text)
+    {
+        return assertion(format!("expected the output to match /{}/", pattern.source));
+    }
+    if expect.json
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(text.trim())
+    {
+        return assertion(format!("expected JSON output ({e})"));
     }
     Ok(())
 }
@@ -577,6 +709,49 @@ mod tests {
     }
 
     #[test]
+    fn regex_and_json_expectations() {
+        let regex = regex::Regex::new("(?i)^open").unwrap();
+        let expect = Expect {
+            matches: Some(crate::config::Pattern {
+                source: "(?i)^open".into(),
+                regex,
+            }),
+            ..Expect::default()
+        };
+        assert!(check_output(&expect, "Open 24h", true, None).is_ok());
+        let f = check_output(&expect, "closed", true, None).unwrap_err();
+        assert_eq!(f.reason, FailureReason::Assertion);
+        assert!(f.message.contains("/(?i)^open/"), "{}", f.message);
+
+        let json = Expect {
+            json: true,
+            ..Expect::default()
+        };
+        assert!(check_output(&json, " {\"answer\": 4} ", true, None).is_ok());
+        assert_eq!(
+            check_output(&json, "{answer: 4", true, None).unwrap_err().reason,
+            FailureReason::Assertion
+        );
+    }
+
+    #[test]
+    fn model_echo() {
+        let expect = Expect {
+            model: true,
+            ..Expect::default()
+        };
+        assert!(check_model(&expect, "m", Some("m")).is_ok());
+        assert!(
+            check_model(&expect, "m", Some("other"))
+                .unwrap_err()
+                .message
+                .contains("\"other\"")
+        );
+        assert!(check_model(&expect, "m", None).is_err());
+        assert!(check_model(&Expect::default(), "m", None).is_ok());
+    }
+
+    #[test]
     fn error_detail_is_one_bounded_line() {
         let long = "x\n".repeat(500);
         let d = error_detail(long.as_bytes()).unwrap();
@@ -587,10 +762,10 @@ mod tests {
     #[test]
     fn output_checks() {
         let expect = Expect {
-            status: vec![],
             non_empty: true,
             min_output_tokens: 2,
             contains: Some("Paris".into()),
+            ..Expect::default()
         };
         assert_eq!(
             check_output(&expect, "", false, Some(0)).unwrap_err().reason,

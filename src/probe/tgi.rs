@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
 use super::stream::{EventFacts, Framing, Generation};
-use super::{Probe, RunContext};
+use super::{BuildContext, BuildError};
+use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
-use crate::net::{BuildError, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
 
 pub struct TgiProbe {
@@ -21,11 +21,11 @@ pub struct TgiProbe {
 }
 
 impl TgiProbe {
-    pub fn build(config: &ProbeConfig, roots: &TlsRoots) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(TgiProbe {
             generation: Generation::build(
                 config,
-                roots,
+                cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
                     (http::header::ACCEPT, "text/event-stream"),
@@ -36,8 +36,8 @@ impl TgiProbe {
 }
 
 impl Probe for TgiProbe {
-    async fn run(&self, cx: &RunContext) -> Observation {
-        let prompt = self.generation.prompts.next();
+    async fn run(&self, limits: &RunLimits) -> Observation {
+        let (prompt, images) = self.generation.next_input();
         let body = serde_json::to_vec(&Request {
             inputs: &prompt.text,
             parameters: Parameters {
@@ -48,9 +48,9 @@ impl Probe for TgiProbe {
         .expect("plain structs serialize");
         self.generation
             .run(
-                cx,
+                limits,
                 Bytes::from(body),
-                prompt.bucket.as_str(),
+                (prompt, &images),
                 Framing::Sse,
                 "text/event-stream",
                 parse_event,

@@ -11,9 +11,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use inferprobe::config;
-use inferprobe::net::TlsRoots;
 use inferprobe::outcome::Outcome;
-use inferprobe::probe::ReadyProbe;
+use inferprobe::probe::{BuildContext, ReadyProbe};
 use inferprobe::simulate::{self, Script, Simulator};
 
 pub async fn simulator(script: Script) -> Simulator {
@@ -30,7 +29,7 @@ pub fn build_probe(probe_yaml: &str) -> ReadyProbe {
     let text = format!("probes:\n{}", indent(probe_yaml));
     let config = config::parse(&text, Path::new("test.yaml"), &|name| std::env::var(name).ok())
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    ReadyProbe::build(&config.probes[0], "test", &TlsRoots::system()).unwrap()
+    ReadyProbe::build(&config.probes[0], "test", &BuildContext::new()).unwrap()
 }
 
 fn indent(yaml: &str) -> String {
@@ -199,4 +198,86 @@ pub fn metric_sum(text: &str, name: &str, parts: &[&str]) -> f64 {
         .filter(|l| parts.iter().all(|p| l.contains(p)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// One request as a fake server received it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub method: String,
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON: {e}"))
+    }
+}
+
+/// A server that records every request (head and Content-Length body) and answers each
+/// with `reply`. For checking exactly what a probe sends.
+pub fn recording_server(
+    reply: &'static [u8],
+) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<Received>>>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in l.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                let mut data = Vec::new();
+                let head_end = loop {
+                    if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                };
+                let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
+                let mut lines = head.lines();
+                let mut first = lines.next().unwrap_or_default().split_whitespace();
+                let method = first.next().unwrap_or_default().to_owned();
+                let path = first.next().unwrap_or_default().to_owned();
+                let headers: Vec<(String, String)> = lines
+                    .filter_map(|l| l.split_once(':'))
+                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                    .collect();
+                let length: usize = headers
+                    .iter()
+                    .find(|(k, _)| k == "content-length")
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                while data.len() < head_end + length {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => data.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body = data[head_end..(head_end + length).min(data.len())].to_vec();
+                log.lock().unwrap().push(Received {
+                    method,
+                    path,
+                    headers,
+                    body,
+                });
+                let _ = s.write_all(reply);
+            });
+        }
+    });
+    (addr, seen)
 }

@@ -1,9 +1,12 @@
-//! What a probe sends: realistic prompts in three length buckets, rotated per run. Built
+//! What a probe sends: realistic prompts in three length buckets (and, in `images`,
+//! realistic images), rotated per run. Built
 //! once when a probe is built; a run only picks the next one (no I/O, no allocation).
 //!
 //! The bucket travels with each outcome as a label, so TTFT can be compared by prompt
 //! length: prefill time grows with the prompt, and a regression often shows only on long
 //! prompts.
+
+pub mod images;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};

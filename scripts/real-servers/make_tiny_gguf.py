@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Write a tiny random-weight llama-architecture GGUF model that llama.cpp loads and runs.
+
+No download: the weights are random (seeded, so the file is reproducible) and the vocabulary
+is learned here from a short built-in English text. The generated text is gibberish by design;
+the model exists to give real inference servers something to serve.
+
+Shape (matches the model behind /work/shared/reference/transcripts/llama-server-tiny-*):
+  llama, n_embd 64, 2 layers, 4 heads (head dim 16), FFN 128, context 2048, all F32,
+  vocab 503 = 3 specials + 2 ChatML control tokens + 256 byte-fallback tokens <0x00>..<0xFF>
+  + 242 SentencePiece-style pieces ("▁the", "ing", ...). ~0.6 MB.
+
+Tokenizer: `llama` (SentencePiece, SPM) with byte fallback, so any UTF-8 text is tokenizable.
+Chat template: ChatML (<|im_start|>role ... <|im_end|>), with <|im_end|> as end-of-turn.
+
+The output rows of the special tokens are zero and the other logits are scaled up, so
+end-of-generation is (practically) never sampled: every request runs to max_tokens, which is
+what a latency probe wants from a test model.
+
+Usage: make_tiny_gguf.py [--out tiny-llama.gguf] [--seed 0]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+
+import numpy as np
+
+try:
+    import gguf
+except ImportError:  # pragma: no cover
+    sys.exit("needs the gguf package: pip install gguf numpy")
+
+N_VOCAB = 503
+N_EMBD = 64
+N_LAYER = 2
+N_HEAD = 4
+N_HEAD_KV = 4
+N_FF = 128
+N_CTX = 2048
+SPACE = "\u2581"  # SentencePiece's word-boundary marker
+
+SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2
+CONTROL = ["<|im_start|>", "<|im_end|>"]  # ids 3, 4
+
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+CORPUS = """
+The quick brown fox jumps over the lazy dog. Hello, how are you today? I am fine, thank you.
+This is a small text that gives the tokenizer some common English pieces to learn from.
+A probe sends a request to the server and measures the time to the first token and the total
+time of the answer. The model is tiny and its weights are random, so what it says means nothing,
+but the server still streams tokens one by one, like a real deployment would do.
+Write a short story about a cat who lives in a house near the sea and likes to watch the ships.
+What is the capital of France? Please answer in one word. Count from one to ten.
+Summarize the following text in two sentences. Translate this sentence into German.
+"""
+
+
+def learn_pieces(n_pieces: int) -> list[tuple[str, float]]:
+    """Learn SentencePiece-style pieces by BPE merges on CORPUS; every merge product is a piece.
+
+    llama.cpp's SPM tokenizer merges adjacent symbols whose concatenation is in the vocab,
+    best score first, so the merge order is kept as the score (earlier merge = higher score).
+    """
+    words = collections.Counter(
+        SPACE + w for w in CORPUS.replace("\n", " ").split(" ") if w
+    )
+    seqs = {w: list(w) for w in words}
+    chars = sorted({c for w in words for c in w})
+    pieces: list[str] = list(chars)
+    merged: list[str] = []
+    while len(pieces) + len(merged) < n_pieces:
+        pairs: collections.Counter[tuple[str, str]] = collections.Counter()
+        for w, n in words.items():
+            s = seqs[w]
+            for a, b in zip(s, s[1:]):
+                pairs[(a, b)] += n
+        if not pairs:
+            break
+        (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
+        new = a + b
+        merged.append(new)
+        for w in words:
+            s, out, i = seqs[w], [], 0
+            while i < len(s):
+                if i + 1 < len(s) and s[i] == a and s[i + 1] == b:
+                    out.append(new)
+                    i += 2
+                else:
+                    out.append(s[i])
+                    i += 1
+            seqs[w] = out
+    # Single characters score lowest; merges score by order (earlier = higher).
+    scored = [(p, -1000.0 - i) for i, p in enumerate(pieces)]
+    scored += [(p, -float(i)) for i, p in enumerate(merged)]
+    return scored[:n_pieces]
+
+
+def build_vocab() -> tuple[list[str], list[float], list[int]]:
+    T = gguf.TokenType
+    tokens: list[str] = []
+    scores: list[float] = []
+    types: list[int] = []
+    for t in SPECIALS:
+        tokens.append(t)
+        scores.append(0.0)
+        types.append(T.UNKNOWN if t == "<unk>" else T.CONTROL)
+    for t in CONTROL:
+        tokens.append(t)
+        scores.append(0.0)
+        types.append(T.CONTROL)
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        scores.append(0.0)
+        types.append(T.BYTE)
+    for piece, score in learn_pieces(N_VOCAB - len(tokens)):
+        tokens.append(piece)
+        scores.append(score)
+        types.append(T.NORMAL)
+    assert len(tokens) == len(set(tokens)), "duplicate token"
+    assert len(tokens) == N_VOCAB, (len(tokens), N_VOCAB)
+    return tokens, scores, types
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="tiny-llama.gguf")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    rng = np.random.default_rng(args.seed)
+    tokens, scores, types = build_vocab()
+
+    w = gguf.GGUFWriter(args.out, "llama")
+    w.add_name("tiny-llama")
+    w.add_context_length(N_CTX)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(N_LAYER)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD_KV)
+    w.add_rope_dimension_count(N_EMBD // N_HEAD)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_vocab_size(N_VOCAB)
+
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_eot_token_id(tokens.index("<|im_end|>"))
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_chat_template(CHATML)
+
+    def rand(*shape: int, scale: float | None = None) -> np.ndarray:
+        s = scale if scale is not None else 1.0 / np.sqrt(shape[-1])
+        return (rng.standard_normal(shape) * s).astype(np.float32)
+
+    # numpy shape is (rows, cols) = (out_features, in_features); GGUF stores it reversed.
+    w.add_tensor("token_embd.weight", rand(N_VOCAB, N_EMBD, scale=1.0))
+    w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+    out = rand(N_VOCAB, N_EMBD, scale=0.5)
+    out[: len(SPECIALS) + len(CONTROL)] = 0.0  # specials: logit 0, far below the typical max
+    w.add_tensor("output.weight", out)
+    n_embd_kv = N_EMBD // N_HEAD * N_HEAD_KV
+    for i in range(N_LAYER):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+        w.add_tensor(p + "attn_q.weight", rand(N_EMBD, N_EMBD))
+        w.add_tensor(p + "attn_k.weight", rand(n_embd_kv, N_EMBD))
+        w.add_tensor(p + "attn_v.weight", rand(n_embd_kv, N_EMBD))
+        w.add_tensor(p + "attn_output.weight", rand(N_EMBD, N_EMBD))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+        w.add_tensor(p + "ffn_gate.weight", rand(N_FF, N_EMBD))
+        w.add_tensor(p + "ffn_up.weight", rand(N_FF, N_EMBD))
+        w.add_tensor(p + "ffn_down.weight", rand(N_EMBD, N_FF))
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(f"wrote {args.out}: vocab {N_VOCAB}, n_embd {N_EMBD}, {N_LAYER} layers", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

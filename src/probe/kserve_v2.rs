@@ -1,0 +1,397 @@
+//! `kserve_v2`: the Open Inference Protocol (KServe v2, Triton's and MLServer's REST API),
+//! `POST /v2/models/{model}/infer`, one JSON request and one JSON response.
+//!
+//! Wire facts (../shared/reference/llm-protocols.md §8.1): the request carries `inputs`
+//! with `name`, `shape`, `datatype` and row-major `data`; the response has `outputs` in
+//! the same form; errors are non-2xx with `{"error": "..."}` (MLServer answers a wrong
+//! shape with a 500 and a plain-text traceback). An image goes either as a BYTES tensor
+//! holding the encoded file (the model decodes it) or as decoded pixels (UINT8 0-255 or
+//! FP32 0-1, NHWC or NCHW). No streaming: TTFB and total apply, not TTFT.
+//!
+//! With `ready_check`, the model's `/ready` endpoint is asked first and timed as its own
+//! phase; a model that is not ready fails the run before any inference is sent.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::stream::{self, Endpoint};
+use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
+use crate::config::{Expect, ProbeConfig, TensorData, TensorInput};
+use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::images::{Image, ImageError, ImageSet, bucket_of};
+
+/// Response bytes kept for parsing; a classifier's answer is far smaller.
+const MAX_KEPT_RESPONSE: usize = 16 * 1024 * 1024;
+
+pub struct KserveProbe {
+    endpoint: Endpoint,
+    /// `/v2/models/{model}[/versions/{v}]/ready`, when checked.
+    ready_path: Option<String>,
+    /// One request body per image (or one for literal data), built once.
+    bodies: Vec<(Bytes, &'static str)>,
+    next: AtomicUsize,
+}
+
+impl KserveProbe {
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+        let endpoint = Endpoint::build(
+            config,
+            &cx.roots,
+            &[(http::header::CONTENT_TYPE, "application/json")],
+        )?;
+        let input = config
+            .input
+            .as_ref()
+            .expect("config requires an input for kserve_v2");
+        let outputs: Vec<_> = config.outputs.iter().map(|name| json!({"name": name})).collect();
+        let body = |tensor: serde_json::Value| {
+            let mut request = json!({"id": "inferprobe", "inputs": [tensor]});
+            if !outputs.is_empty() {
+                request["outputs"] = json!(outputs);
+            }
+            Bytes::from(request.to_string())
+        };
+        let bodies = match &input.data {
+            TensorData::Literal(values) => vec![(body(tensor(input, json!(values))), "none")],
+            _ => {
+                let spec = config
+                    .images
+                    .as_ref()
+                    .expect("config requires images for image inputs");
+                let images = ImageSet::build(spec, &cx.images)?;
+                images
+                    .images()
+                    .iter()
+                    .map(|image| {
+                        let data = image_tensor_data(input, image)?;
+                        Ok((body(tensor(input, data)), bucket_of(std::slice::from_ref(image))))
+                    })
+                    .collect::<Result<Vec<_>, ImageError>>()?
+            }
+        };
+        // Same server, same query string (it may carry a key): .../infer -> .../ready.
+        let ready_path = config.ready_check.then(|| {
+            let path = config
+                .url
+                .path()
+                .trim_end_matches('/')
+                .trim_end_matches("/infer")
+                .to_owned()
+                + "/ready";
+            match config.url.query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path,
+            }
+        });
+        Ok(KserveProbe {
+            endpoint,
+            ready_path,
+            bodies,
+            next: AtomicUsize::new(0),
+        })
+    }
+}
+
+fn tensor(input: &TensorInput, data: serde_json::Value) -> serde_json::Value {
+    json!({"name": input.name, "shape": input.shape, "datatype": input.datatype, "data": data})
+}
+
+/// The tensor data for one image: its base64 file, or its pixels resized to the shape.
+fn image_tensor_data(input: &TensorInput, image: &Image) -> Result<serde_json::Value, ImageError> {
+    match input.data {
+        TensorData::ImageBytes => Ok(json!([&*image.base64])),
+        TensorData::ImagePixels { channels_first } => {
+            let (h, w) = if channels_first {
+                (input.shape[2], input.shape[3])
+            } else {
+                (input.shape[1], input.shape[2])
+            };
+            let decoded = image::load_from_memory(&image.bytes).map_err(|e| ImageError::Read {
+                path: image.name.clone(),
+                message: e.to_string(),
+            })?;
+            let rgb = image::imageops::resize(
+                &decoded.to_rgb8(),
+                w as u32,
+                h as u32,
+                image::imageops::FilterType::Triangle,
+            );
+            let (w, h) = (w as usize, h as usize);
+            let raw = rgb.as_raw();
+            let values: Vec<u8> = if channels_first {
+                (0..3)
+                    .flat_map(|c| (0..h * w).map(move |i| raw[i * 3 + c]))
+                    .collect()
+            } else {
+                raw.clone()
+            };
+            Ok(if input.datatype == "FP32" {
+                json!(values.iter().map(|v| f32::from(*v) / 255.0).collect::<Vec<_>>())
+            } else {
+                json!(values)
+            })
+        }
+        TensorData::Literal(_) => unreachable!("literal data has no image"),
+    }
+}
+
+impl Probe for KserveProbe {
+    async fn run(&self, limits: &RunLimits) -> Observation {
+        let (body, bucket) =
+            self.bodies[self.next.fetch_add(1, Ordering::Relaxed) % self.bodies.len()].clone();
+        let ready = self
+            .ready_path
+            .as_ref()
+            .map(|path| self.endpoint.request_to(&http::Method::GET, path, Bytes::new()));
+        let request = self.endpoint.request(&http::Method::POST, body);
+        // One budget for the readiness check and the inference together.
+        let cx = &limits.start();
+
+        if let Some(ready) = ready {
+            let mut check = Observation::new(cx.start);
+            let opened = self
+                .endpoint
+                .open(ready, cx, &mut check, cx.deadline, FailureReason::TimeoutTotal)
+                .await;
+            if let Some(mut response) = opened
+                && let Err(f) = stream::read_body(&mut response.body, 0, cx, &mut check).await
+            {
+                check.result = Err(f);
+            }
+            let mut obs = Observation::new(Instant::now());
+            obs.image_bucket = bucket;
+            obs.ready_check = Some(obs.marks.start.saturating_duration_since(check.marks.start));
+            match check.result {
+                Ok(()) => {}
+                Err(failure) => {
+                    obs.http_status = check.http_status;
+                    obs.result = Err(Failure::new(
+                        failure.reason,
+                        format!("model not ready: {}", failure.message),
+                    ));
+                    return obs;
+                }
+            }
+            return self.infer(request, cx, obs).await;
+        }
+        let mut obs = Observation::new(cx.start);
+        obs.image_bucket = bucket;
+        self.infer(request, cx, obs).await
+    }
+}
+
+impl KserveProbe {
+    async fn infer(
+        &self,
+        request: http::Request<http_body_util::Full<Bytes>>,
+        cx: &RunContext,
+        mut obs: Observation,
+    ) -> Observation {
+        // The inference is timed from here, after any readiness check.
+        obs.marks.start = Instant::now();
+        let Some(mut response) = self
+            .endpoint
+            .open(request, cx, &mut obs, cx.deadline, FailureReason::TimeoutTotal)
+            .await
+        else {
+            return obs;
+        };
+        let body = match stream::read_body(&mut response.body, MAX_KEPT_RESPONSE, cx, &mut obs).await {
+            Ok(b) => b,
+            Err(f) => {
+                obs.result = Err(f);
+                return obs;
+            }
+        };
+        obs.result = check_response(&body, &self.endpoint.expect);
+        self.endpoint.redact(&mut obs);
+        obs
+    }
+}
+
+#[derive(Deserialize)]
+struct InferResponse {
+    outputs: Vec<Output>,
+}
+
+#[derive(Deserialize)]
+struct Output {
+    name: String,
+    shape: Vec<i64>,
+    datatype: String,
+    data: Vec<serde_json::Value>,
+}
+
+/// Parses the response and applies the output checks.
+pub(crate) fn check_response(body: &[u8], expect: &Expect) -> Result<(), Failure> {
+    let response: InferResponse = serde_json::from_slice(body).map_err(|e| {
+        Failure::new(
+            FailureReason::InvalidResponse,
+            format!(
+                "not an inference response ({e}): {}",
+                super::preview(&String::from_utf8_lossy(body))
+            ),
+        )
+    })?;
+    let Some(first) = response.outputs.first() else {
+        return Err(Failure::new(
+            FailureReason::EmptyOutput,
+            "the response has no outputs",
+        ));
+    };
+    for name in &expect.outputs {
+        if !response.outputs.iter().any(|o| &o.name == name) {
+            let seen: Vec<_> = response.outputs.iter().map(|o| o.name.as_str()).collect();
+            return Err(Failure::new(
+                FailureReason::Assertion,
+                format!("expected an output named {name:?}; the outputs are {seen:?}"),
+            ));
+        }
+    }
+    if let Some(shape) = &expect.output_shape
+        && &first.shape != shape
+    {
+        return Err(Failure::new(
+            FailureReason::Assertion,
+            format!(
+                "expected output {:?} to have shape {shape:?}, got {:?}",
+                first.name, first.shape
+            ),
+        ));
+    }
+    if let Some(want) = &expect.top_label {
+        let got = top_label(first).ok_or_else(|| {
+            Failure::new(
+                FailureReason::InvalidResponse,
+                format!("output {:?} has no data", first.name),
+            )
+        })?;
+        if &got != want {
+            return Err(Failure::new(
+                FailureReason::Assertion,
+                format!(
+                    "expected top label {want:?}, got {got:?} (output {:?})",
+                    first.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A classifier's answer in its first row: the value itself when the output holds one
+/// value per row (a class id or name), else the index of the largest score.
+fn top_label(output: &Output) -> Option<String> {
+    let rows = output.shape.first().copied().unwrap_or(1).max(1) as usize;
+    let per_row = output.data.len() / rows;
+    let row = output.data.get(..per_row.max(1))?;
+    if per_row <= 1 || output.datatype == "BYTES" {
+        return row.first().map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                format!("{}", n.as_f64().unwrap_or_default() as i64)
+            }
+            other => other.to_string(),
+        });
+    }
+    row.iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.as_f64().map(|f| (i, f)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn golden(name: &str) -> Vec<u8> {
+        let path = format!("{}/tests/transcripts/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(path).unwrap();
+        let start = text.rfind("<<<\n").unwrap() + 4;
+        let end = text.find("\n### client-side").unwrap_or(text.len());
+        text[start..end].trim().as_bytes().to_vec()
+    }
+
+    fn expect() -> Expect {
+        Expect::default()
+    }
+
+    #[test]
+    fn golden_mlserver_prediction() {
+        let body = golden("v2-infer.txt");
+        let mut e = expect();
+        e.outputs = vec!["predict".into()];
+        e.output_shape = Some(vec![1, 1]);
+        e.top_label = Some("0".into());
+        assert!(check_response(&body, &e).is_ok());
+        e.top_label = Some("3".into());
+        let f = check_response(&body, &e).unwrap_err();
+        assert_eq!(f.reason, FailureReason::Assertion);
+        assert_eq!(
+            f.message,
+            "expected top label \"3\", got \"0\" (output \"predict\")"
+        );
+    }
+
+    #[test]
+    fn golden_mlserver_probabilities_take_the_argmax() {
+        let body = golden("v2-infer-proba.txt");
+        let mut e = expect();
+        e.top_label = Some("0".into());
+        e.output_shape = Some(vec![1, 10]);
+        assert!(check_response(&body, &e).is_ok());
+    }
+
+    #[test]
+    fn missing_outputs_and_garbage() {
+        let mut e = expect();
+        e.outputs = vec!["logits".into()];
+        let f = check_response(&golden("v2-infer.txt"), &e).unwrap_err();
+        assert!(
+            f.message.contains("the outputs are [\"predict\"]"),
+            "{}",
+            f.message
+        );
+        assert_eq!(
+            check_response(b"{\"outputs\":[]}", &expect()).unwrap_err().reason,
+            FailureReason::EmptyOutput
+        );
+        assert_eq!(
+            check_response(b"Traceback (most recent call last):", &expect())
+                .unwrap_err()
+                .reason,
+            FailureReason::InvalidResponse
+        );
+    }
+
+    #[test]
+    fn pixels_in_both_layouts() {
+        let b = crate::config::BUILTIN_IMAGES
+            .iter()
+            .find(|b| b.name == "scene-224.jpg")
+            .unwrap();
+        let image = crate::payload::images::generate(b).unwrap();
+        for (channels_first, shape, datatype) in [
+            (false, vec![1, 32, 24, 3], "UINT8"),
+            (true, vec![1, 3, 32, 24], "FP32"),
+        ] {
+            let input = TensorInput {
+                name: "x".into(),
+                datatype: datatype.into(),
+                shape: shape.clone(),
+                data: TensorData::ImagePixels { channels_first },
+            };
+            let data = image_tensor_data(&input, &image).unwrap();
+            let values = data.as_array().unwrap();
+            assert_eq!(values.len(), 32 * 24 * 3);
+            if datatype == "FP32" {
+                assert!(values.iter().all(|v| (0.0..=1.0).contains(&v.as_f64().unwrap())));
+            }
+        }
+    }
+}
