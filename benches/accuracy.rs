@@ -29,9 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inferprobe::config;
-use inferprobe::net::TlsRoots;
 use inferprobe::outcome::Outcome;
-use inferprobe::probe::ReadyProbe;
+use inferprobe::probe::{BuildContext, ReadyProbe};
 use inferprobe::simulate::{self, Script, SimRecord};
 
 use common::{Summary, f, summarize};
@@ -96,10 +95,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let roots = TlsRoots::system();
+    let build = BuildContext::new();
     let mut rows = Vec::new();
     for s in &scenarios {
-        let row = runtime.block_on(run_scenario(s, &roots));
+        let row = runtime.block_on(run_scenario(s, &build));
         print_row(s, &row);
         rows.push((s, row));
     }
@@ -176,7 +175,7 @@ fn print_row(s: &Scenario, r: &Row) {
     );
 }
 
-async fn run_scenario(s: &Scenario, roots: &TlsRoots) -> Row {
+async fn run_scenario(s: &Scenario, build: &BuildContext) -> Row {
     let script = Script {
         ttft: s.ttft,
         token_gap: s.token_gap,
@@ -201,7 +200,7 @@ async fn run_scenario(s: &Scenario, roots: &TlsRoots) -> Row {
     let probes: Vec<Arc<ReadyProbe>> = config
         .probes
         .iter()
-        .map(|p| Arc::new(ReadyProbe::build(p, "bench", roots).expect("probe builds")))
+        .map(|p| Arc::new(ReadyProbe::build(p, "bench", build).expect("probe builds")))
         .collect();
 
     // Warm-up: one run per probe, not counted (first connections, lazy allocations).

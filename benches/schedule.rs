@@ -17,6 +17,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
@@ -24,8 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use inferprobe::config;
-use inferprobe::net::TlsRoots;
-use inferprobe::probe::ReadyProbe;
+use inferprobe::probe::{BuildContext, ReadyProbe};
 use inferprobe::schedule::{self, Report};
 
 use common::{ChildGuard, f, summarize};
@@ -131,11 +131,11 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
         ));
     }
     let config = config::parse(&yaml, Path::new("<schedule>"), &|_| None).expect("valid config");
-    let roots = TlsRoots::system();
+    let build = BuildContext::new();
     let probes: Vec<Arc<ReadyProbe>> = config
         .probes
         .iter()
-        .map(|p| Arc::new(ReadyProbe::build(p, "bench", &roots).expect("probe builds")))
+        .map(|p| Arc::new(ReadyProbe::build(p, "bench", &build).expect("probe builds")))
         .collect();
 
     let (tx, mut rx) = mpsc::channel::<Report>(16_384);
@@ -161,6 +161,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
             tx.clone(),
             cancel.clone(),
             tracker.clone(),
+            Arc::new(AtomicBool::new(false)),
         ));
     }
     drop(tx);
