@@ -227,6 +227,26 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
         min_runs = min_runs.min(ticks_done[i].len() as u64);
     }
 
+    // The largest lags and when they happened: a burst at one instant (a stalled
+    // process) reads differently from scattered single late runs.
+    let mut worst: Vec<(f64, f64, &str)> = reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::Finished(o) => Some((
+                o.schedule_lag.as_secs_f64() * 1e3,
+                (o.observation.marks.start - o.schedule_lag)
+                    .saturating_duration_since(t0)
+                    .as_secs_f64(),
+                o.probe.name.as_str(),
+            )),
+            Report::Skipped { .. } => None,
+        })
+        .collect();
+    worst.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (lag_ms, at_s, name) in worst.iter().take(5) {
+        println!("  late run: {name} tick at +{at_s:.3} s, lag {lag_ms:.3} ms");
+    }
+
     let lag = summarize(&lags_ms);
     let mut sorted = lags_ms.clone();
     sorted.sort_by(f64::total_cmp);
