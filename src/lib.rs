@@ -36,6 +36,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ProbeConfig};
 use crate::metrics::Metrics;
+use crate::net::TlsRoots;
 use crate::outcome::{Outcome, ProbeIdentity};
 use crate::probe::ReadyProbe;
 use crate::probe::{BuildContext, BuildError};
@@ -143,6 +144,8 @@ impl Agent {
     /// be built nothing changes. Unchanged probes keep running on their grid.
     pub fn apply(&mut self, config: &Config) -> Result<ReloadSummary, (String, BuildError)> {
         let mut summary = ReloadSummary::default();
+        // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
+        self.build.roots = TlsRoots::system();
         let mut built = Vec::new();
         for p in &config.probes {
             match self.running.get(&p.name) {

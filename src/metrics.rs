@@ -310,10 +310,17 @@ impl Metrics {
                 family.get_or_create(&run).observe(d.as_secs_f64());
             }
         };
+        // Only TTFT and end-to-end latency are split by prompt and image size (prefill and
+        // upload grow with them); the rest is per probe, to keep series few.
         observe(&self.e2e, obs.total());
-        observe(&self.ttfb, obs.ttfb());
         observe(&self.ttft, obs.ttft());
-        observe(&self.tpot, obs.tpot());
+        let per_probe = |family: &HistogramFamily, d: Option<Duration>| {
+            if let Some(d) = d {
+                family.get_or_create(&probe).observe(d.as_secs_f64());
+            }
+        };
+        per_probe(&self.ttfb, obs.ttfb());
+        per_probe(&self.tpot, obs.tpot());
         if !obs.chunk_gaps.is_empty() {
             let h = self.chunk_gap.get_or_create(&probe);
             for g in &obs.chunk_gaps {
@@ -336,11 +343,11 @@ impl Metrics {
         }
         for (stage, d) in &obs.server_reported {
             self.server_reported
-                .get_or_create(&run.with("stage", stage))
+                .get_or_create(&probe.with("stage", stage))
                 .observe(d.as_secs_f64());
         }
         if let (Some(n), Some(_)) = (obs.output_tokens, obs.ttft()) {
-            self.output_tokens.get_or_create(&run).observe(n as f64);
+            self.output_tokens.get_or_create(&probe).observe(n as f64);
         }
     }
 

@@ -75,11 +75,13 @@ pub enum BuildError {
     Tls(String),
 }
 
-/// TLS settings shared by every probe that does not bring its own CA: the system roots
-/// (or, on images without a CA bundle, Mozilla's roots compiled in), loaded once.
+/// TLS settings: the system roots (or, on images without a CA bundle, Mozilla's roots
+/// compiled in), loaded once, and one client config per CA file, shared by every probe
+/// that uses it (a root store is ~100 KB: thousands of copies would dominate memory).
 #[derive(Clone)]
 pub struct TlsRoots {
     roots: Arc<rustls::RootCertStore>,
+    configs: Arc<Mutex<std::collections::HashMap<Option<std::path::PathBuf>, Arc<rustls::ClientConfig>>>>,
 }
 
 impl TlsRoots {
@@ -92,10 +94,24 @@ impl TlsRoots {
         }
         TlsRoots {
             roots: Arc::new(roots),
+            configs: Arc::default(),
         }
     }
 
     fn client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
+        let key = ca_file.map(Path::to_path_buf);
+        if let Some(c) = self.configs.lock().expect("tls configs").get(&key) {
+            return Ok(c.clone());
+        }
+        let config = self.make_client_config(ca_file)?;
+        self.configs
+            .lock()
+            .expect("tls configs")
+            .insert(key, config.clone());
+        Ok(config)
+    }
+
+    fn make_client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
         let mut roots = (*self.roots).clone();
         if let Some(path) = ca_file {
             let ca_err = |message: String| BuildError::CaFile {
