@@ -500,7 +500,8 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
     let mut cx = Checker {
         file: file.display().to_string(),
         base_dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
-        index: PositionIndex::default(),
+        text,
+        index: None,
         errors: Vec::new(),
         env,
     };
@@ -518,7 +519,6 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
             }]));
         }
     };
-    cx.index = PositionIndex::build(text);
     let config = cx.check_root(root);
     if cx.errors.is_empty() {
         Ok(config.expect("no errors means a config"))
@@ -669,7 +669,9 @@ fn one_or_many_statuses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::
 struct Checker<'a> {
     file: String,
     base_dir: PathBuf,
-    index: PositionIndex,
+    text: &'a str,
+    /// Built on the first error only: a valid 10,000-probe file never pays for it.
+    index: Option<PositionIndex>,
     errors: Vec<ConfigError>,
     env: &'a dyn Fn(&str) -> Option<String>,
 }
@@ -687,8 +689,13 @@ struct Defaults {
 }
 
 impl Checker<'_> {
+    fn index(&mut self) -> &PositionIndex {
+        let text = self.text;
+        self.index.get_or_insert_with(|| PositionIndex::build(text))
+    }
+
     fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
-        let position = self.index.locate(key);
+        let position = self.index().locate(key);
         self.error_at(position, probe, key, message);
     }
 
@@ -741,7 +748,8 @@ impl Checker<'_> {
                 None => format!("unknown key `{unknown}`; expected one of {}", expected.join(", ")),
             };
             let path = join_path(&parent, &unknown);
-            self.error_at(self.index.locate_key(&path), probe, &path, message);
+            let position = self.index().locate_key(&path);
+            self.error_at(position, probe, &path, message);
             unknown_keys += 1;
             let within = parent
                 .strip_prefix(prefix)
@@ -775,7 +783,8 @@ impl Checker<'_> {
                         Some(s) => format!("unknown key `{other}`; did you mean `{s}`?"),
                         None => format!("unknown key `{other}`; expected one of agent, defaults, probes"),
                     };
-                    self.error_at(self.index.locate_key(other), None, other, message);
+                    let position = self.index().locate_key(other);
+                    self.error_at(position, None, other, message);
                 }
                 None => self.error(None, "", "top-level keys must be strings"),
             }

@@ -100,9 +100,11 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// Latency buckets from 5 ms to 120 s: fine where interactive TTFT lives (0.1-2 s),
 /// coarse where long generations end.
-pub const LATENCY_BUCKETS: [f64; 18] = [
-    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.4, 0.6, 1.0, 1.5, 2.5, 4.0, 8.0, 16.0, 32.0, 120.0,
+pub const LATENCY_BUCKETS: [f64; 15] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 2.0, 4.0, 8.0, 30.0, 120.0,
 ];
+/// Connection phases (DNS, connect, TLS, readiness): 0.5 ms to 10 s.
+pub const PHASE_BUCKETS: [f64; 9] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1.0, 10.0];
 /// Per-token and per-chunk buckets, 1 ms to 2.5 s (a decode step is typically 5-100 ms).
 pub const TOKEN_BUCKETS: [f64; 13] = [
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0, 2.5,
@@ -113,6 +115,10 @@ const OUTPUT_TOKEN_BUCKETS: [f64; 12] = [
 
 fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
+}
+
+fn phase_histogram() -> Histogram {
+    Histogram::new(PHASE_BUCKETS)
 }
 
 fn token_histogram() -> Histogram {
@@ -170,7 +176,7 @@ impl Metrics {
             ttft: histogram_family(latency_histogram),
             tpot: histogram_family(token_histogram),
             chunk_gap: histogram_family(token_histogram),
-            phase: histogram_family(latency_histogram),
+            phase: histogram_family(phase_histogram),
             output_tokens: histogram_family(output_token_histogram),
             server_reported: histogram_family(latency_histogram),
             schedule_lag: token_histogram(),
@@ -282,9 +288,14 @@ impl Metrics {
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
         let probe = Labels::probe(&outcome.probe);
-        let run = probe
-            .with("prompt_bucket", obs.prompt_bucket)
-            .with("image_bucket", obs.image_bucket);
+        // The image bucket only where images are sent: `none` on every text probe
+        // would double nothing but the series count.
+        let run = match obs.image_bucket {
+            "none" => probe.with("prompt_bucket", obs.prompt_bucket),
+            image => probe
+                .with("prompt_bucket", obs.prompt_bucket)
+                .with("image_bucket", image),
+        };
 
         let started = unix_seconds(outcome.started_at);
         self.last_run.get_or_create(&probe).set(started);
@@ -310,15 +321,15 @@ impl Metrics {
                 family.get_or_create(&run).observe(d.as_secs_f64());
             }
         };
-        // Only TTFT and end-to-end latency are split by prompt and image size (prefill and
-        // upload grow with them); the rest is per probe, to keep series few.
-        observe(&self.e2e, obs.total());
+        // Only TTFT is split by prompt and image size (prefill and upload grow with
+        // them); the rest is per probe, to keep series few.
         observe(&self.ttft, obs.ttft());
         let per_probe = |family: &HistogramFamily, d: Option<Duration>| {
             if let Some(d) = d {
                 family.get_or_create(&probe).observe(d.as_secs_f64());
             }
         };
+        per_probe(&self.e2e, obs.total());
         per_probe(&self.ttfb, obs.ttfb());
         per_probe(&self.tpot, obs.tpot());
         if !obs.chunk_gaps.is_empty() {
@@ -434,9 +445,9 @@ mod tests {
         m.record(&outcome(None));
         m.record(&outcome(Some(FailureReason::Http5xx)));
         let text = m.render_text();
-        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",image_bucket="none",result="success",reason="none"} 1"#), "{text}");
+        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",result="success",reason="none"} 1"#), "{text}");
         assert!(text.contains(r#"result="failure",reason="http_5xx"} 1"#));
-        assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",image_bucket="none"} 1"#));
+        assert!(text.contains(r#"inferprobe_ttft_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short"} 1"#));
         assert!(text.contains(r#"inferprobe_chunk_gap_seconds_count{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 4"#));
         assert!(text.contains(
             r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 0"#

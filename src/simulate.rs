@@ -964,13 +964,15 @@ async fn stream_response(
             }
         }
         let word = WORDS[i as usize % WORDS.len()];
-        let at = Instant::now();
         let n = if fault == Some(Fault::Endless) {
             u32::MAX
         } else {
             tokens
         };
-        if write_chunks(socket, &[writer.token(i, n, word)]).await.is_err() {
+        let chunk = writer.token(i, n, word);
+        // The ground truth: just before the write, after the chunk is built.
+        let at = Instant::now();
+        if write_chunks(socket, &[chunk]).await.is_err() {
             return false;
         }
         if i == 0 {
