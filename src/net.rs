@@ -278,24 +278,12 @@ impl HttpClient {
                     // that would send a generation twice.
                     Err(e) if e.is_canceled() => {
                         obs.connection_reused = false;
-                        let mut conn = self.connect(&mut obs.marks).await?;
-                        let r = self
-                            .exchange(&mut conn, request)
-                            .await
-                            .map_err(|e| http_error(&e))?;
-                        (conn, r)
+                        self.send_fresh(request, &mut obs.marks).await?
                     }
                     Err(e) => return Err(http_error(&e)),
                 }
             }
-            None => {
-                let mut conn = self.connect(&mut obs.marks).await?;
-                let r = self
-                    .exchange(&mut conn, request)
-                    .await
-                    .map_err(|e| http_error(&e))?;
-                (conn, r)
-            }
+            None => self.send_fresh(request, &mut obs.marks).await?,
         };
         obs.marks.headers = Some(Instant::now());
         let (head, body) = response.into_parts();
@@ -309,6 +297,20 @@ impl HttpClient {
                 client: self,
             },
         })
+    }
+
+    /// Opens a new connection and sends the request on it.
+    async fn send_fresh(
+        &self,
+        request: Request<Full<Bytes>>,
+        marks: &mut Marks,
+    ) -> Result<(Connection, Response<Incoming>), NetError> {
+        let mut conn = self.connect(marks).await?;
+        let response = self
+            .exchange(&mut conn, request)
+            .await
+            .map_err(|e| http_error(&e))?;
+        Ok((conn, response))
     }
 
     async fn exchange(

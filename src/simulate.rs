@@ -117,6 +117,19 @@ pub struct SimRecord {
 }
 
 impl SimRecord {
+    fn new(id: u64, path: &str, fault: Option<Fault>, received: Instant) -> Self {
+        SimRecord {
+            id,
+            path: path.to_owned(),
+            fault,
+            received,
+            headers_written: None,
+            first_token_written: None,
+            done_written: None,
+            tokens: 0,
+        }
+    }
+
     fn ms(&self, t: Option<Instant>) -> Option<f64> {
         t.map(|t| (t - self.received).as_secs_f64() * 1000.0)
     }
@@ -451,16 +464,7 @@ async fn answer(socket: &mut TcpStream, request: &Request, shared: &Shared, kind
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let script = script_for(&shared.script, &request.query);
     let fault = draw_fault(&script, id);
-    let mut record = SimRecord {
-        id,
-        path: request.path.clone(),
-        fault,
-        received,
-        headers_written: None,
-        first_token_written: None,
-        done_written: None,
-        tokens: 0,
-    };
+    let mut record = SimRecord::new(id, &request.path, fault, received);
     let body = match kind {
         Answer::Infer => {
             let req: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
@@ -831,16 +835,7 @@ async fn generate(socket: &mut TcpStream, request: &Request, shared: &Shared, di
     };
 
     let fault = draw_fault(&script, id);
-    let mut record = SimRecord {
-        id,
-        path: request.path.clone(),
-        fault,
-        received,
-        headers_written: None,
-        first_token_written: None,
-        done_written: None,
-        tokens: 0,
-    };
+    let mut record = SimRecord::new(id, &request.path, fault, received);
     let keep = stream_response(socket, &script, fault, &writer, tokens, &mut record).await;
     tracing::debug!(
         id,
