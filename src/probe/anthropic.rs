@@ -75,7 +75,6 @@ impl Probe for AnthropicProbe {
             Bytes::from(body),
             (prompt, &images),
             Framing::Sse,
-            "text/event-stream",
             parse_event,
         )
         .await

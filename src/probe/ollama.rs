@@ -71,14 +71,7 @@ impl Probe for OllamaProbe {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(&prompt.text, &images);
         self.generation
-            .run(
-                limits,
-                body,
-                (prompt, &images),
-                Framing::Ndjson,
-                "application/x-ndjson",
-                parse_line,
-            )
+            .run(limits, body, (prompt, &images), Framing::Ndjson, parse_line)
             .await
     }
 }

@@ -126,18 +126,11 @@ impl Probe for OpenAiProbe {
         let body = self.request_body(&prompt.text, &images);
         let api = self.api;
         self.generation
-            .run(
-                limits,
-                body,
-                (prompt, &images),
-                Framing::Sse,
-                "text/event-stream",
-                |e| match api {
-                    Api::Chat => parse_event(e, true),
-                    Api::Completions => parse_event(e, false),
-                    Api::Responses => parse_responses_event(e),
-                },
-            )
+            .run(limits, body, (prompt, &images), Framing::Sse, |e| match api {
+                Api::Chat => parse_event(e, true),
+                Api::Completions => parse_event(e, false),
+                Api::Responses => parse_responses_event(e),
+            })
             .await
     }
 }
@@ -267,14 +260,8 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
         return Err(stream_error(&event.data));
     }
     let data = event.data.trim();
-    if data == "[DONE]" {
-        return Ok(EventFacts {
-            done: true,
-            ..EventFacts::default()
-        });
-    }
-    if data.is_empty() {
-        return Ok(EventFacts::default());
+    if let Some(facts) = done_or_empty(data) {
+        return Ok(facts);
     }
     let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
         Failure::new(
@@ -324,18 +311,24 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
     Ok(facts)
 }
 
+/// `[DONE]` (the terminator) or an event with no data (a keep-alive): nothing to parse.
+fn done_or_empty(data: &str) -> Option<EventFacts> {
+    match data {
+        "[DONE]" => Some(EventFacts {
+            done: true,
+            ..EventFacts::default()
+        }),
+        "" => Some(EventFacts::default()),
+        _ => None,
+    }
+}
+
 /// Reads one event of a Responses API stream. The type is in the data's `type` (and
 /// usually repeated in `event:`).
 pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure> {
     let data = event.data.trim();
-    if data == "[DONE]" {
-        return Ok(EventFacts {
-            done: true,
-            ..EventFacts::default()
-        });
-    }
-    if data.is_empty() {
-        return Ok(EventFacts::default());
+    if let Some(facts) = done_or_empty(data) {
+        return Ok(facts);
     }
     let v: serde_json::Value = serde_json::from_str(data).map_err(|e| {
         Failure::new(

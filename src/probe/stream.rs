@@ -177,7 +177,7 @@ impl Generation {
     }
 
     /// One streamed generation, the way every LLM kind runs: send `body`, expect a 2xx
-    /// stream of `content_type`, read its events with `parse` up to the terminator, then
+    /// stream in `framing`'s content type, read its events with `parse` up to the terminator, then
     /// apply the `expect` checks. The clock starts after the request is built.
     pub async fn run(
         &self,
@@ -185,7 +185,6 @@ impl Generation {
         body: Bytes,
         (prompt, images): (&Prompt, &[Arc<Image>]),
         framing: Framing,
-        content_type: &str,
         parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
     ) -> Observation {
         let request = self.endpoint.request(&http::Method::POST, body);
@@ -206,7 +205,7 @@ impl Generation {
         else {
             return obs;
         };
-        if !check_content_type(&response, content_type, &mut obs) {
+        if !check_content_type(&response, framing.content_type(), &mut obs) {
             return obs;
         }
         let Some(streamed) = read_events(
@@ -488,6 +487,16 @@ pub(crate) struct Streamed {
 pub(crate) enum Framing {
     Sse,
     Ndjson,
+}
+
+impl Framing {
+    /// The content type a server must declare for this framing.
+    fn content_type(self) -> &'static str {
+        match self {
+            Framing::Sse => "text/event-stream",
+            Framing::Ndjson => "application/x-ndjson",
+        }
+    }
 }
 
 /// Reads a streamed body to the protocol's terminator, timing every content-bearing event.

@@ -52,7 +52,6 @@ impl Probe for TgiProbe {
                 Bytes::from(body),
                 (prompt, &images),
                 Framing::Sse,
-                "text/event-stream",
                 parse_event,
             )
             .await
