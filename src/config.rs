@@ -20,6 +20,13 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use serde_yaml::Value;
 
+mod alerting;
+pub use alerting::{
+    AlertConfig, DEFAULT_FAILURE_THRESHOLD, DEFAULT_SUCCESS_THRESHOLD, RateLimited, ReceiverConfig,
+    ReceiverKind, Severity, Slo,
+};
+use alerting::{RawAlert, RawSlo};
+
 /// The default run interval: often enough to page within about 90 s (3 failures), rarely
 /// enough that a probe is a negligible load on the endpoint.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
@@ -64,6 +71,7 @@ pub const RESERVED_LABELS: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct Config {
     pub agent: AgentConfig,
+    pub receivers: Vec<ReceiverConfig>,
     pub probes: Vec<ProbeConfig>,
 }
 
@@ -71,6 +79,10 @@ pub struct Config {
 pub struct AgentConfig {
     pub location: Option<String>,
     pub listen: Option<SocketAddr>,
+    /// Where durable state lives (relative paths: to the config file).
+    pub data_dir: Option<PathBuf>,
+    /// How people reach this agent, for links in pages (e.g. `http://probe-eu.example:9464`).
+    pub external_url: Option<String>,
 }
 
 /// The API a probe speaks. The YAML `kind:` values.
@@ -421,6 +433,8 @@ pub struct ProbeConfig {
     pub input: Option<TensorInput>,
     pub ready_check: bool,
     pub outputs: Vec<String>,
+    pub alert: AlertConfig,
+    pub slo: Slo,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,
@@ -537,6 +551,8 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
 struct RawAgent {
     location: Option<String>,
     listen: Option<String>,
+    data_dir: Option<String>,
+    external_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -552,6 +568,8 @@ struct RawDefaults {
     max_response_bytes: Option<u64>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    alert: Option<RawAlert>,
+    slo: Option<RawSlo>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -581,6 +599,8 @@ struct RawProbe {
     input: Option<RawInput>,
     ready_check: Option<bool>,
     outputs: Option<Vec<String>>,
+    alert: Option<RawAlert>,
+    slo: Option<RawSlo>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -686,6 +706,8 @@ struct Defaults {
     reuse_connections: bool,
     max_response_bytes: u64,
     labels: BTreeMap<String, String>,
+    alert: RawAlert,
+    slo: RawSlo,
 }
 
 impl Checker<'_> {
@@ -772,16 +794,19 @@ impl Checker<'_> {
         };
         let mut agent = Value::Null;
         let mut defaults = Value::Null;
+        let mut receivers = None;
         let mut probes = None;
         for (k, v) in map {
             match k.as_str() {
                 Some("agent") => agent = v,
                 Some("defaults") => defaults = v,
+                Some("receivers") => receivers = Some(v),
                 Some("probes") => probes = Some(v),
                 Some(other) => {
-                    let message = match suggest(other, &["agent", "defaults", "probes"]) {
+                    const TOP: [&str; 4] = ["agent", "defaults", "receivers", "probes"];
+                    let message = match suggest(other, &TOP) {
                         Some(s) => format!("unknown key `{other}`; did you mean `{s}`?"),
-                        None => format!("unknown key `{other}`; expected one of agent, defaults, probes"),
+                        None => format!("unknown key `{other}`; expected one of {}", TOP.join(", ")),
                     };
                     let position = self.index().locate_key(other);
                     self.error_at(position, None, other, message);
@@ -791,6 +816,7 @@ impl Checker<'_> {
         }
         let agent = self.check_agent(agent);
         let defaults = self.check_defaults(defaults);
+        let (receivers, receiver_names) = self.receivers(receivers);
         let probes = match probes {
             Some(Value::Sequence(items)) if !items.is_empty() => items,
             Some(Value::Sequence(_)) | None => {
@@ -820,12 +846,13 @@ impl Checker<'_> {
             let Some(raw) = self.section::<RawProbe>(value, &prefix, name.as_deref()) else {
                 continue;
             };
-            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref()) {
+            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref(), &receiver_names) {
                 out.push(p);
             }
         }
         Some(Config {
             agent: agent?,
+            receivers,
             probes: out,
         })
     }
@@ -835,6 +862,8 @@ impl Checker<'_> {
             return Some(AgentConfig {
                 location: None,
                 listen: None,
+                data_dir: None,
+                external_url: None,
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
@@ -860,7 +889,25 @@ impl Checker<'_> {
                 None
             }
         });
-        Some(AgentConfig { location, listen })
+        let data_dir = raw.data_dir.map(|d| self.base_dir.join(d));
+        let external_url = raw.external_url.filter(|u| {
+            let ok = http::Uri::from_str(u)
+                .is_ok_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
+            if !ok {
+                self.error(
+                    None,
+                    "agent.external_url",
+                    format!("`{u}` is not a URL like http://probe-eu.example.com:9464"),
+                );
+            }
+            ok
+        });
+        Some(AgentConfig {
+            location,
+            listen,
+            data_dir,
+            external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
+        })
     }
 
     fn check_defaults(&mut self, value: Value) -> Option<Defaults> {
@@ -884,6 +931,8 @@ impl Checker<'_> {
             reuse_connections: raw.reuse_connections.unwrap_or(false),
             max_response_bytes: raw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
             labels: raw.labels,
+            alert: raw.alert.unwrap_or_default(),
+            slo: raw.slo.unwrap_or_default(),
         })
     }
 
@@ -892,6 +941,7 @@ impl Checker<'_> {
         raw: RawProbe,
         prefix: &str,
         defaults: Option<&Defaults>,
+        receivers: &[String],
     ) -> Option<ProbeConfig> {
         let errors_before = self.errors.len();
         let name = raw.name.clone();
@@ -1211,6 +1261,25 @@ impl Checker<'_> {
             );
         }
 
+        let no_alert = RawAlert::default();
+        let raw_alert = raw
+            .alert
+            .unwrap_or_default()
+            .over(defaults.map_or(&no_alert, |d| &d.alert));
+        let alert = self.alert(p, prefix, raw_alert, receivers);
+        let no_slo = RawSlo::default();
+        let raw_slo = raw
+            .slo
+            .unwrap_or_default()
+            .over(defaults.map_or(&no_slo, |d| &d.slo));
+        let slo = self.slo(p, prefix, raw_slo);
+        if let Some(s) = &slo
+            && s.ttft_p95.is_some()
+            && !raw.kind.is_llm()
+        {
+            self.error(p, &key("slo.ttft_p95"), "only for LLM kinds; use total_p95");
+        }
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -1242,6 +1311,8 @@ impl Checker<'_> {
             input,
             ready_check: raw.ready_check.unwrap_or(false),
             outputs: raw.outputs.unwrap_or_default(),
+            alert: alert?,
+            slo: slo?,
         })
     }
 

@@ -12,6 +12,7 @@
 //! reloads, and drains runs in flight on shutdown.
 #![forbid(unsafe_code)]
 
+pub mod alert;
 pub mod config;
 pub mod metrics;
 pub mod net;

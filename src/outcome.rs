@@ -78,6 +78,25 @@ impl FailureReason {
         }
     }
 
+    /// The reason in words, for pages read at 3 a.m.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FailureReason::Dns => "the host name does not resolve",
+            FailureReason::Connect => "no connection (refused or unreachable)",
+            FailureReason::Tls => "the TLS handshake fails",
+            FailureReason::TimeoutFirstToken => "no first token before the deadline",
+            FailureReason::TimeoutTotal => "the answer does not finish before the deadline",
+            FailureReason::Http4xx => "the server rejects the request (HTTP 4xx)",
+            FailureReason::Http5xx => "the server fails (HTTP 5xx)",
+            FailureReason::RateLimited => "the server rate-limits us (HTTP 429)",
+            FailureReason::StreamError => "the stream reports an error",
+            FailureReason::Truncated => "the answer is cut off",
+            FailureReason::EmptyOutput => "the answer is empty",
+            FailureReason::InvalidResponse => "the response is malformed",
+            FailureReason::Assertion => "the answer fails its check",
+        }
+    }
+
     /// The reason a non-2xx status maps to. `None` for 2xx.
     pub fn for_status(status: u16) -> Option<FailureReason> {
         match status {

@@ -1,0 +1,770 @@
+//! Paging decisions: a pure state machine that turns outcomes into firing, reminder and
+//! resolved notifications. No I/O and no clock of its own (`now` is passed in), so every
+//! path is a unit test; `notify` delivers what it decides and `store` keeps its state.
+//!
+//! Per probe (and so per location: one agent has one) there are two alerts, told apart
+//! by severity, which also makes the dedup key (`inferprobe/<probe>/<location>/<severity>`):
+//!
+//! - **down** (`InferenceEndpointDown`, severity `critical` by default): fires after
+//!   `failure_threshold` consecutive failed runs and resolves after `success_threshold`
+//!   consecutive good ones. With the defaults (3 and 2) at a 30 s interval, a dead endpoint
+//!   pages about 60-90 s after it died, and one lucky answer does not end the page.
+//! - **degraded** (`InferenceEndpointDegraded`, `warning`): the endpoint answers, but its
+//!   TTFT or total p95 over the last `slo.window` good runs is above target, or it keeps
+//!   answering 429 (throttled, not down, unless `rate_limited: down`). Same thresholds,
+//!   counted in evaluations. It never fires while the down alert does: a dead endpoint
+//!   is not "slow", and one page is enough.
+//!
+//! What is persisted ([`ProbeAlerts`] without the latency window) changes only when a
+//! streak starts or ends or an alert changes, so a healthy fleet writes nothing.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{AlertConfig, RateLimited, Severity, Slo};
+use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
+
+/// How long a resolved alert is still re-sent to Alertmanager, so that a lost "resolved"
+/// post is repaired (Prometheus keeps resolved alerts for the same 15 minutes).
+pub const RESOLVED_RETENTION: Duration = Duration::from_secs(15 * 60);
+/// Error messages in pages are cut here: enough to act on, small enough for any receiver.
+const MAX_ERROR_CHARS: usize = 300;
+
+/// Which of a probe's two alerts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Condition {
+    Down,
+    Degraded,
+    /// `inferprobe test-alert`.
+    Test,
+}
+
+impl Condition {
+    pub fn alertname(self) -> &'static str {
+        match self {
+            Condition::Down => "InferenceEndpointDown",
+            Condition::Degraded => "InferenceEndpointDegraded",
+            Condition::Test => "InferprobeTestAlert",
+        }
+    }
+}
+
+/// What a notification announces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Event {
+    Firing,
+    Reminder,
+    Resolved,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Firing => "firing",
+            Event::Reminder => "reminder",
+            Event::Resolved => "resolved",
+        }
+    }
+}
+
+/// The last good run before trouble started, for "it used to take 300 ms".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoodRun {
+    pub at: SystemTime,
+    pub ttft_seconds: Option<f64>,
+    pub total_seconds: Option<f64>,
+}
+
+/// Everything a page says, in the receiver-neutral form each receiver formats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub condition: Condition,
+    pub severity: Severity,
+    pub dedup_key: String,
+    pub probe: String,
+    pub location: String,
+    pub kind: String,
+    pub model: String,
+    /// Without credentials or query string.
+    pub endpoint: String,
+    pub host: String,
+    /// The probe's static labels.
+    pub labels: Vec<(String, String)>,
+    /// One line: what is wrong, where.
+    pub summary: String,
+    /// A few lines for the person who gets woken up.
+    pub description: String,
+    /// A failure reason (`http_5xx`, ...), `slow` or `throttled`.
+    pub reason: String,
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+    /// The first bad run of the streak that fired the alert.
+    pub since: SystemTime,
+    pub fired_at: SystemTime,
+    pub resolved_at: Option<SystemTime>,
+    /// Consecutive bad runs (or evaluations) so far.
+    pub bad_runs: u32,
+    pub last_good: Option<GoodRun>,
+    pub runbook_url: Option<String>,
+    /// This probe on the agent's own API.
+    pub api_url: String,
+}
+
+impl Alert {
+    pub fn alertname(&self) -> &'static str {
+        self.condition.alertname()
+    }
+
+    /// A clearly marked test page for `inferprobe test-alert`.
+    pub fn test(location: &str, api_base: &str, severity: Severity, now: SystemTime) -> Alert {
+        Alert {
+            condition: Condition::Test,
+            severity,
+            dedup_key: format!("inferprobe/test/{location}"),
+            probe: "inferprobe-test".into(),
+            location: location.into(),
+            kind: "test".into(),
+            model: String::new(),
+            endpoint: String::new(),
+            host: String::new(),
+            labels: Vec::new(),
+            summary: format!("[TEST] inferprobe test alert from {location}: no action needed"),
+            description: format!(
+                "This is a test page sent by `inferprobe test-alert` from location {location} \
+                 to prove that the paging path works. Nothing is broken; no action is needed."
+            ),
+            reason: "test".into(),
+            last_status: None,
+            last_error: None,
+            since: now,
+            fired_at: now,
+            resolved_at: None,
+            bad_runs: 0,
+            last_good: None,
+            runbook_url: None,
+            api_url: format!("{api_base}/api/v1/probes"),
+        }
+    }
+}
+
+/// One thing to tell the receivers, with the receivers to tell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    /// Unique per event and stable across retries and restarts: receivers may dedupe on it.
+    pub id: String,
+    pub event: Event,
+    pub alert: Alert,
+    pub receivers: Vec<String>,
+}
+
+/// A firing alert and who was told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Firing {
+    pub alert: Alert,
+    pub receivers: Vec<String>,
+    pub last_sent: SystemTime,
+    pub reminders: u32,
+}
+
+/// Consecutive bad and good runs for one alert, and the alert if it fires.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Track {
+    bad: u32,
+    /// Capped at the success threshold while not firing: a healthy probe's state then
+    /// stops changing, and nothing is written.
+    good: u32,
+    bad_since: Option<SystemTime>,
+    /// The last good run before this bad streak.
+    good_before: Option<GoodRun>,
+    firing: Option<Firing>,
+}
+
+impl Track {
+    fn bad_run(&mut self, now: SystemTime, last_good: Option<&GoodRun>) {
+        if self.bad == 0 {
+            self.bad_since = Some(now);
+            self.good_before = last_good.cloned();
+        }
+        self.bad = self.bad.saturating_add(1);
+        self.good = 0;
+    }
+
+    fn good_run(&mut self, success_threshold: u32) {
+        self.bad = 0;
+        self.bad_since = None;
+        self.good_before = None;
+        self.good = (self.good + 1).min(success_threshold);
+    }
+}
+
+/// What one probe's alerts remember.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeAlerts {
+    down: Track,
+    degraded: Track,
+    /// Not persisted: it changes every run; after a restart it is filled by the next one.
+    #[serde(skip)]
+    last_good: Option<GoodRun>,
+    /// Good runs' TTFT and total (seconds), newest last; refilled after a restart.
+    #[serde(skip)]
+    window: VecDeque<(Option<f64>, f64)>,
+}
+
+impl ProbeAlerts {
+    fn persisted_part(&self) -> (Track, Track) {
+        (self.down.clone(), self.degraded.clone())
+    }
+}
+
+/// A probe's rules, from its config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    pub alert: AlertConfig,
+    pub slo: Slo,
+}
+
+/// What one step changed: notifications to enqueue, and probe states to save (`None`:
+/// delete). Enqueue and save together, atomically, or a crash in between could lose a
+/// page or send one twice.
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    pub notifications: Vec<Notification>,
+    pub saved: Vec<(String, Option<String>)>,
+}
+
+/// The verdict of one run for paging.
+enum Verdict<'a> {
+    Good(GoodRun),
+    Throttled,
+    Bad(&'a crate::outcome::Failure),
+}
+
+/// Every probe's alert state.
+#[derive(Debug)]
+pub struct Alerting {
+    location: String,
+    api_base: String,
+    rules: HashMap<String, Rules>,
+    probes: HashMap<String, ProbeAlerts>,
+    /// Resolved alerts still re-sent to Alertmanager; not persisted.
+    recently_resolved: Vec<Firing>,
+}
+
+impl Alerting {
+    /// `api_base` is how people reach this agent (`http://host:9464`).
+    pub fn new(location: &str, api_base: &str) -> Self {
+        Alerting {
+            location: location.to_owned(),
+            api_base: api_base.trim_end_matches('/').to_owned(),
+            rules: HashMap::new(),
+            probes: HashMap::new(),
+            recently_resolved: Vec::new(),
+        }
+    }
+
+    /// Loads a probe's saved state (from [`Changes::saved`]) after a restart.
+    pub fn restore(&mut self, probe: &str, saved: &str) -> Result<(), serde_json::Error> {
+        let state: ProbeAlerts = serde_json::from_str(saved)?;
+        self.probes.insert(probe.to_owned(), state);
+        Ok(())
+    }
+
+    /// Takes a new set of rules (start or reload). A probe that is gone has its alerts
+    /// resolved and its state deleted: nobody can fix what is no longer watched.
+    pub fn configure(&mut self, rules: HashMap<String, Rules>, now: SystemTime) -> Changes {
+        self.rules = rules;
+        let mut changes = Changes::default();
+        let gone: Vec<String> = self
+            .probes
+            .keys()
+            .filter(|p| !self.rules.contains_key(*p))
+            .cloned()
+            .collect();
+        for probe in gone {
+            let mut state = self.probes.remove(&probe).unwrap_or_default();
+            for track in [&mut state.down, &mut state.degraded] {
+                if let Some(firing) = track.firing.take() {
+                    let note = "The probe was removed from the configuration.";
+                    changes.notifications.push(self.resolve(firing, now, note));
+                }
+            }
+            changes.saved.push((probe, None));
+        }
+        changes
+    }
+
+    /// Folds one run in.
+    pub fn observe(&mut self, outcome: &Outcome, now: SystemTime) -> Changes {
+        let name = &outcome.probe.name;
+        let Some(rules) = self.rules.get(name).cloned() else {
+            return Changes::default();
+        };
+        let mut state = self.probes.remove(name).unwrap_or_default();
+        let before = state.persisted_part();
+        let mut notes = Vec::new();
+        let o = &outcome.observation;
+        let verdict = match o.failure() {
+            None => Verdict::Good(GoodRun {
+                at: outcome.started_at,
+                ttft_seconds: o.ttft().map(|d| d.as_secs_f64()),
+                total_seconds: o.total().map(|d| d.as_secs_f64()),
+            }),
+            Some(f)
+                if f.reason == FailureReason::RateLimited
+                    && rules.alert.rate_limited == RateLimited::Throttled =>
+            {
+                Verdict::Throttled
+            }
+            Some(f) => Verdict::Bad(f),
+        };
+        let a = &rules.alert;
+
+        // The down alert.
+        match &verdict {
+            Verdict::Bad(_) => state.down.bad_run(now, state.last_good.as_ref()),
+            _ => state.down.good_run(a.success_threshold),
+        }
+        let down_text = match &verdict {
+            Verdict::Bad(f) => {
+                let since = state.down.firing.as_ref().map(|f| f.alert.since);
+                Some(describe_down(outcome, f, &state.down, since, now))
+            }
+            _ => None,
+        };
+        if let Some((summary, description)) = &down_text {
+            match &mut state.down.firing {
+                None if state.down.bad >= a.failure_threshold => {
+                    let alert = self.new_alert(
+                        Condition::Down,
+                        &rules,
+                        outcome,
+                        &state.down,
+                        summary,
+                        description,
+                        now,
+                    );
+                    let alert = with_failure(alert, outcome);
+                    notes.push(self.fire(&mut state.down, alert, &a.receivers, now));
+                    // One page per probe: the degraded alert yields to the down alert.
+                    if let Some(firing) = state.degraded.firing.take() {
+                        notes.push(self.resolve(firing, now, "Superseded by the down alert."));
+                    }
+                    state.degraded = Track::default();
+                }
+                Some(firing) => {
+                    firing.alert.summary.clone_from(summary);
+                    firing.alert.description.clone_from(description);
+                    firing.alert = with_failure(firing.alert.clone(), outcome);
+                    firing.alert.bad_runs = state.down.bad;
+                }
+                None => {}
+            }
+        } else if state.down.firing.is_some() && state.down.good >= a.success_threshold {
+            let firing = state.down.firing.take().expect("checked");
+            notes.push(self.resolve(firing, now, "The endpoint answers again."));
+            state.down.good = a.success_threshold;
+        }
+
+        // The degraded alert: judged only while the endpoint answers and is not down.
+        if state.down.firing.is_none() && !matches!(verdict, Verdict::Bad(_)) {
+            let breach = match &verdict {
+                Verdict::Good(run) => {
+                    if let Some(total) = run.total_seconds {
+                        state.window.push_back((run.ttft_seconds, total));
+                    }
+                    while state.window.len() > rules.slo.window as usize {
+                        state.window.pop_front();
+                    }
+                    slo_breach(&rules.slo, &state.window)
+                }
+                _ => Some(Some(
+                    "it is throttled: the server answers HTTP 429 Too Many Requests".to_owned(),
+                )),
+            };
+            match breach {
+                // Too few runs to judge: neither good nor bad.
+                None => {}
+                Some(Some(what)) => {
+                    state.degraded.bad_run(now, state.last_good.as_ref());
+                    let reason = if matches!(verdict, Verdict::Throttled) {
+                        "throttled"
+                    } else {
+                        "slow"
+                    };
+                    let since = state.degraded.firing.as_ref().map(|f| f.alert.since);
+                    let (summary, description) =
+                        describe_degraded(outcome, &what, &state.degraded, since, now);
+                    match &mut state.degraded.firing {
+                        None if state.degraded.bad >= a.failure_threshold => {
+                            let mut alert = self.new_alert(
+                                Condition::Degraded,
+                                &rules,
+                                outcome,
+                                &state.degraded,
+                                &summary,
+                                &description,
+                                now,
+                            );
+                            alert.reason = reason.into();
+                            alert.last_status = o.http_status;
+                            notes.push(self.fire(&mut state.degraded, alert, &a.receivers, now));
+                        }
+                        Some(firing) => {
+                            firing.alert.summary = summary;
+                            firing.alert.description = description;
+                            firing.alert.reason = reason.into();
+                            firing.alert.bad_runs = state.degraded.bad;
+                        }
+                        None => {}
+                    }
+                }
+                Some(None) => {
+                    state.degraded.good_run(a.success_threshold);
+                    if state.degraded.firing.is_some() && state.degraded.good >= a.success_threshold {
+                        let firing = state.degraded.firing.take().expect("checked");
+                        notes.push(self.resolve(firing, now, "Latency is back within its targets."));
+                    }
+                }
+            }
+        }
+        if let Verdict::Good(run) = verdict {
+            state.last_good = Some(run);
+        }
+
+        // Reminders for alerts that keep firing.
+        if let Some(every) = a.reminder {
+            for track in [&mut state.down, &mut state.degraded] {
+                if let Some(firing) = &mut track.firing
+                    && now.duration_since(firing.last_sent).unwrap_or_default() >= every
+                {
+                    firing.reminders += 1;
+                    firing.last_sent = now;
+                    notes.push(Notification {
+                        id: format!(
+                            "{}/reminder/{}/{}",
+                            firing.alert.dedup_key,
+                            unix_ms(firing.alert.fired_at),
+                            firing.reminders
+                        ),
+                        event: Event::Reminder,
+                        alert: firing.alert.clone(),
+                        receivers: firing.receivers.clone(),
+                    });
+                }
+            }
+        }
+
+        let mut changes = Changes {
+            notifications: notes,
+            saved: Vec::new(),
+        };
+        if state.persisted_part() != before {
+            let json = serde_json::to_string(&state).expect("alert state serializes");
+            changes.saved.push((name.clone(), Some(json)));
+        }
+        self.probes.insert(name.clone(), state);
+        changes
+    }
+
+    /// Alerts to (re-)send to Alertmanager: all firing ones, and those resolved within
+    /// [`RESOLVED_RETENTION`].
+    pub fn active(&mut self, now: SystemTime) -> Vec<Firing> {
+        self.recently_resolved.retain(|f| {
+            f.alert
+                .resolved_at
+                .is_some_and(|t| now.duration_since(t).unwrap_or_default() < RESOLVED_RETENTION)
+        });
+        let mut out: Vec<Firing> = self
+            .probes
+            .values()
+            .flat_map(|s| [&s.down.firing, &s.degraded.firing])
+            .flatten()
+            .cloned()
+            .collect();
+        out.extend(self.recently_resolved.iter().cloned());
+        out.sort_by(|a, b| a.alert.dedup_key.cmp(&b.alert.dedup_key));
+        out
+    }
+
+    /// Firing alerts, for the API and metrics.
+    pub fn firing(&self) -> Vec<&Alert> {
+        let mut out: Vec<&Alert> = self
+            .probes
+            .values()
+            .flat_map(|s| [&s.down.firing, &s.degraded.firing])
+            .flatten()
+            .map(|f| &f.alert)
+            .collect();
+        out.sort_by(|a, b| a.dedup_key.cmp(&b.dedup_key));
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_alert(
+        &self,
+        condition: Condition,
+        rules: &Rules,
+        outcome: &Outcome,
+        track: &Track,
+        summary: &str,
+        description: &str,
+        now: SystemTime,
+    ) -> Alert {
+        let p: &ProbeIdentity = &outcome.probe;
+        let severity = match condition {
+            Condition::Degraded => rules.alert.slo_severity,
+            _ => rules.alert.severity,
+        };
+        let mut description = description.to_owned();
+        if let Some(url) = &rules.alert.runbook_url {
+            description.push_str(&format!("\nRunbook: {url}"));
+        }
+        let api_url = format!("{}/api/v1/probes/{}", self.api_base, p.name);
+        description.push_str(&format!("\nDetails: {api_url}"));
+        Alert {
+            condition,
+            severity,
+            dedup_key: format!("inferprobe/{}/{}/{}", p.name, self.location, severity.as_str()),
+            probe: p.name.clone(),
+            location: self.location.clone(),
+            kind: p.kind.to_owned(),
+            model: p.model.clone(),
+            endpoint: p.endpoint.clone(),
+            host: host_of(&p.endpoint),
+            labels: p.labels.clone(),
+            summary: summary.to_owned(),
+            description,
+            reason: String::new(),
+            last_status: None,
+            last_error: None,
+            since: track.bad_since.unwrap_or(now),
+            fired_at: now,
+            resolved_at: None,
+            bad_runs: track.bad,
+            last_good: track.good_before.clone(),
+            runbook_url: rules.alert.runbook_url.clone(),
+            api_url,
+        }
+    }
+
+    fn fire(&self, track: &mut Track, alert: Alert, receivers: &[String], now: SystemTime) -> Notification {
+        let firing = Firing {
+            alert,
+            receivers: receivers.to_vec(),
+            last_sent: now,
+            reminders: 0,
+        };
+        let note = Notification {
+            id: format!(
+                "{}/firing/{}",
+                firing.alert.dedup_key,
+                unix_ms(firing.alert.fired_at)
+            ),
+            event: Event::Firing,
+            alert: firing.alert.clone(),
+            receivers: firing.receivers.clone(),
+        };
+        track.firing = Some(firing);
+        note
+    }
+
+    fn resolve(&mut self, mut firing: Firing, now: SystemTime, why: &str) -> Notification {
+        firing.alert.resolved_at = Some(now);
+        let lasted = humantime::format_duration(Duration::from_secs(
+            now.duration_since(firing.alert.since)
+                .unwrap_or_default()
+                .as_secs(),
+        ));
+        firing.alert.summary = format!("RESOLVED: {}", firing.alert.summary);
+        firing.alert.description = format!("{why} It lasted {lasted}.\n{}", firing.alert.description);
+        let note = Notification {
+            id: format!(
+                "{}/resolved/{}",
+                firing.alert.dedup_key,
+                unix_ms(firing.alert.fired_at)
+            ),
+            event: Event::Resolved,
+            alert: firing.alert.clone(),
+            receivers: firing.receivers.clone(),
+        };
+        self.recently_resolved.push(firing);
+        note
+    }
+}
+
+/// The last run's failure details on a down alert.
+fn with_failure(mut alert: Alert, outcome: &Outcome) -> Alert {
+    let o = &outcome.observation;
+    if let Some(f) = o.failure() {
+        alert.reason = f.reason.as_str().to_owned();
+        alert.last_error = Some(truncate(&f.message, MAX_ERROR_CHARS));
+    }
+    alert.last_status = o.http_status;
+    alert
+}
+
+fn describe_down(
+    outcome: &Outcome,
+    failure: &crate::outcome::Failure,
+    track: &Track,
+    since: Option<SystemTime>,
+    now: SystemTime,
+) -> (String, String) {
+    let p = &outcome.probe;
+    let since = since.or(track.bad_since).unwrap_or(now);
+    let lasted = humantime::format_duration(Duration::from_secs(
+        now.duration_since(since).unwrap_or_default().as_secs(),
+    ));
+    let what = failure.reason.describe();
+    let summary = format!(
+        "{} is DOWN from {}: {} ({} failed runs in a row)",
+        p.name, p.location, what, track.bad
+    );
+    let mut d = format!(
+        "Users in {} cannot get answers from {}{} at {}.\nWhat fails: {} ({}).\nLast error: {}",
+        p.location,
+        if p.model.is_empty() {
+            "the endpoint"
+        } else {
+            "model "
+        },
+        p.model,
+        p.endpoint,
+        what,
+        failure.reason.as_str(),
+        truncate(&failure.message, MAX_ERROR_CHARS),
+    );
+    if let Some(status) = outcome.observation.http_status {
+        d.push_str(&format!("\nLast HTTP status: {status}"));
+    }
+    d.push_str(&format!(
+        "\nFailing since {} ({lasted}, {} runs in a row).",
+        rfc3339(since),
+        track.bad
+    ));
+    d.push_str(&format!("\n{}", describe_last_good(track.good_before.as_ref())));
+    (summary, d)
+}
+
+fn describe_degraded(
+    outcome: &Outcome,
+    what: &str,
+    track: &Track,
+    since: Option<SystemTime>,
+    now: SystemTime,
+) -> (String, String) {
+    let p = &outcome.probe;
+    let since = since.or(track.bad_since).unwrap_or(now);
+    let lasted = humantime::format_duration(Duration::from_secs(
+        now.duration_since(since).unwrap_or_default().as_secs(),
+    ));
+    let summary = format!("{} is DEGRADED from {}: {what}", p.name, p.location);
+    let d = format!(
+        "Users in {} get answers from {} at {}, but {what}.\nSince {} ({lasted}).\n{}",
+        p.location,
+        if p.model.is_empty() { &p.endpoint } else { &p.model },
+        p.endpoint,
+        rfc3339(since),
+        describe_last_good(track.good_before.as_ref()),
+    );
+    (summary, d)
+}
+
+fn describe_last_good(good: Option<&GoodRun>) -> String {
+    match good {
+        Some(g) => format!(
+            "Last good run: {}, TTFT {}, total {}.",
+            rfc3339(g.at),
+            seconds_text(g.ttft_seconds),
+            seconds_text(g.total_seconds)
+        ),
+        None => "No good run seen since this agent started.".to_owned(),
+    }
+}
+
+/// `Some(Some(what))` when the window's p95 breaks a target, `Some(None)` when it meets
+/// them, `None` when there are too few runs to say (just after a start or restart).
+fn slo_breach(slo: &Slo, window: &VecDeque<(Option<f64>, f64)>) -> Option<Option<String>> {
+    if slo.ttft_p95.is_none() && slo.total_p95.is_none() {
+        return Some(None);
+    }
+    let needed = (slo.window as usize).div_ceil(2).max(5);
+    if window.len() < needed {
+        return None;
+    }
+    let n = window.len();
+    let mut out = Vec::new();
+    if let Some(target) = slo.ttft_p95 {
+        let ttfts: Vec<f64> = window.iter().filter_map(|(t, _)| *t).collect();
+        if let Some(p95) = percentile(ttfts, 0.95)
+            && p95 > target.as_secs_f64()
+        {
+            out.push(format!(
+                "TTFT p95 is {} over the last {n} runs (target {})",
+                seconds_text(Some(p95)),
+                seconds_text(Some(target.as_secs_f64()))
+            ));
+        }
+    }
+    if let Some(target) = slo.total_p95 {
+        let totals: Vec<f64> = window.iter().map(|(_, t)| *t).collect();
+        if let Some(p95) = percentile(totals, 0.95)
+            && p95 > target.as_secs_f64()
+        {
+            out.push(format!(
+                "total latency p95 is {} over the last {n} runs (target {})",
+                seconds_text(Some(p95)),
+                seconds_text(Some(target.as_secs_f64()))
+            ));
+        }
+    }
+    Some((!out.is_empty()).then(|| out.join("; ")))
+}
+
+/// Nearest-rank percentile.
+pub fn percentile(mut values: Vec<f64>, q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    Some(values[rank - 1])
+}
+
+fn seconds_text(s: Option<f64>) -> String {
+    match s {
+        Some(s) if s < 1.0 => format!("{:.0} ms", s * 1000.0),
+        Some(s) => format!("{s:.2} s"),
+        None => "-".into(),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+fn host_of(endpoint: &str) -> String {
+    endpoint
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn unix_ms(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,487 @@
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::*;
+use crate::config::{AlertConfig, RateLimited, Severity, Slo};
+use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
+
+const STEP: Duration = Duration::from_secs(30);
+
+/// What one run did.
+#[derive(Clone, Copy, Debug)]
+enum Run {
+    Ok,
+    /// A good run with this TTFT and total (ms).
+    Timed(u64, u64),
+    Fail(FailureReason),
+    Throttled,
+}
+use Run::*;
+
+fn identity(name: &str) -> Arc<ProbeIdentity> {
+    Arc::new(ProbeIdentity {
+        name: name.into(),
+        kind: "openai_chat",
+        model: "llama-3-8b".into(),
+        location: "eu-west".into(),
+        labels: vec![("team".into(), "ml".into())],
+        endpoint: "https://llm.example.com/v1/chat/completions".into(),
+    })
+}
+
+fn outcome(probe: &Arc<ProbeIdentity>, run: Run, at: SystemTime) -> Outcome {
+    let start = Instant::now();
+    let mut o = Observation::new(start);
+    match run {
+        Ok => {
+            o.marks.first_token = Some(start + Duration::from_millis(300));
+            o.marks.end = Some(start + Duration::from_millis(900));
+            o.http_status = Some(200);
+        }
+        Timed(ttft, total) => {
+            o.marks.first_token = Some(start + Duration::from_millis(ttft));
+            o.marks.end = Some(start + Duration::from_millis(total));
+            o.http_status = Some(200);
+        }
+        Fail(reason) => {
+            o.http_status = (reason == FailureReason::Http5xx).then_some(503);
+            o.result = Err(Failure::new(reason, format!("the endpoint said no ({reason})")));
+        }
+        Throttled => {
+            o.http_status = Some(429);
+            o.result = Err(Failure::new(
+                FailureReason::RateLimited,
+                "HTTP 429 (Retry-After: 5)",
+            ));
+        }
+    }
+    Outcome {
+        probe: probe.clone(),
+        started_at: at,
+        schedule_lag: Duration::ZERO,
+        observation: o,
+    }
+}
+
+fn alert_config() -> AlertConfig {
+    AlertConfig {
+        failure_threshold: 3,
+        success_threshold: 2,
+        reminder: None,
+        severity: Severity::Critical,
+        slo_severity: Severity::Warning,
+        runbook_url: Some("https://runbooks.example.com/llm".into()),
+        receivers: vec!["pager".into()],
+        rate_limited: RateLimited::Throttled,
+    }
+}
+
+fn rules(alert: AlertConfig, slo: Slo) -> HashMap<String, Rules> {
+    HashMap::from([("chat".to_owned(), Rules { alert, slo })])
+}
+
+/// A state machine and a clock that moves one interval per run.
+struct Harness {
+    alerting: Alerting,
+    probe: Arc<ProbeIdentity>,
+    now: SystemTime,
+    rules: HashMap<String, Rules>,
+    /// The last saved state, as the store would hold it.
+    saved: Option<String>,
+}
+
+impl Harness {
+    fn new(alert: AlertConfig, slo: Slo) -> Self {
+        let rules = rules(alert, slo);
+        let mut alerting = Alerting::new("eu-west", "http://agent.example:9464");
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(alerting.configure(rules.clone(), now), Changes::default());
+        Harness {
+            alerting,
+            probe: identity("chat"),
+            now,
+            rules,
+            saved: None,
+        }
+    }
+
+    fn run(&mut self, run: Run) -> Vec<Notification> {
+        self.now += STEP;
+        let changes = self
+            .alerting
+            .observe(&outcome(&self.probe, run, self.now), self.now);
+        for (probe, state) in changes.saved {
+            assert_eq!(probe, "chat");
+            self.saved = state;
+        }
+        changes.notifications
+    }
+
+    fn runs(&mut self, runs: &[Run]) -> Vec<Notification> {
+        runs.iter().flat_map(|r| self.run(*r)).collect()
+    }
+
+    /// Kills the agent and starts a new one from what was saved.
+    fn restart(&mut self) {
+        let mut fresh = Alerting::new("eu-west", "http://agent.example:9464");
+        if let Some(saved) = &self.saved {
+            fresh.restore("chat", saved).expect("saved state loads");
+        }
+        let changes = fresh.configure(self.rules.clone(), self.now);
+        assert!(changes.notifications.is_empty(), "a restart alone sends nothing");
+        self.alerting = fresh;
+    }
+}
+
+fn events(notes: &[Notification]) -> Vec<(Event, Condition)> {
+    notes.iter().map(|n| (n.event, n.alert.condition)).collect()
+}
+
+fn slo(ttft_ms: Option<u64>, total_ms: Option<u64>) -> Slo {
+    Slo {
+        ttft_p95: ttft_ms.map(Duration::from_millis),
+        total_p95: total_ms.map(Duration::from_millis),
+        window: 10,
+    }
+}
+
+#[test]
+fn fires_after_failure_threshold_consecutive_failures() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Http5xx);
+    assert!(h.runs(&[Ok, down, down]).is_empty());
+    let notes = h.run(down);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+    let n = &notes[0];
+    assert_eq!(n.receivers, ["pager"]);
+    assert_eq!(n.alert.severity, Severity::Critical);
+    assert_eq!(n.alert.dedup_key, "inferprobe/chat/eu-west/critical");
+    assert_eq!(n.alert.reason, "http_5xx");
+    assert_eq!(n.alert.last_status, Some(503));
+    assert_eq!(n.alert.bad_runs, 3);
+    assert_eq!(n.alert.host, "llm.example.com");
+    assert_eq!(n.alert.api_url, "http://agent.example:9464/api/v1/probes/chat");
+    assert_eq!(
+        n.alert.since,
+        h.now - 2 * STEP,
+        "since the first failure of the streak"
+    );
+}
+
+#[test]
+fn the_page_says_what_happened_in_words() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Http5xx);
+    let notes = h.runs(&[Ok, down, down, down]);
+    let a = &notes[0].alert;
+    assert_eq!(
+        a.summary,
+        "chat is DOWN from eu-west: the server fails (HTTP 5xx) (3 failed runs in a row)"
+    );
+    for needle in [
+        "Users in eu-west cannot get answers from model llama-3-8b at https://llm.example.com/v1/chat/completions.",
+        "Last error: the endpoint said no (http_5xx)",
+        "Last HTTP status: 503",
+        "(1m, 3 runs in a row)",
+        "TTFT 300 ms, total 900 ms",
+        "Runbook: https://runbooks.example.com/llm",
+        "Details: http://agent.example:9464/api/v1/probes/chat",
+    ] {
+        assert!(
+            a.description.contains(needle),
+            "{needle:?} not in:\n{}",
+            a.description
+        );
+    }
+    let good = a.last_good.as_ref().expect("last good run");
+    assert_eq!(good.ttft_seconds, Some(0.3));
+}
+
+#[test]
+fn flapping_never_fires() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Connect);
+    for _ in 0..50 {
+        assert!(h.runs(&[down, down, Ok]).is_empty());
+    }
+}
+
+#[test]
+fn one_page_per_incident_however_long() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let notes = h.runs(&[Fail(FailureReason::TimeoutFirstToken); 500]);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+}
+
+#[test]
+fn resolves_after_success_threshold_once() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Truncated);
+    h.runs(&[down, down, down]);
+    // One good run between failures does not resolve, nor re-fire.
+    assert!(h.runs(&[Ok, down, down, down, down, Ok]).is_empty());
+    let notes = h.run(Ok);
+    assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
+    let a = &notes[0].alert;
+    assert_eq!(a.resolved_at, Some(h.now));
+    assert!(a.summary.starts_with("RESOLVED: chat is DOWN"), "{}", a.summary);
+    assert!(
+        a.description
+            .starts_with("The endpoint answers again. It lasted 4m 30s."),
+        "{}",
+        a.description
+    );
+    assert_eq!(
+        notes[0].id,
+        format!("{}/resolved/{}", a.dedup_key, unix_ms(a.fired_at))
+    );
+    assert!(h.runs(&[Ok; 20]).is_empty());
+    // A new incident is a new page with a new id.
+    let again = h.runs(&[down, down, down]);
+    assert_eq!(events(&again), [(Event::Firing, Condition::Down)]);
+    assert_ne!(again[0].alert.fired_at, a.fired_at);
+}
+
+#[test]
+fn thresholds_are_configurable() {
+    let mut alert = alert_config();
+    alert.failure_threshold = 1;
+    alert.success_threshold = 5;
+    let mut h = Harness::new(alert, Slo::default());
+    assert_eq!(h.run(Fail(FailureReason::Dns)).len(), 1);
+    assert!(h.runs(&[Ok; 4]).is_empty());
+    assert_eq!(events(&h.run(Ok)), [(Event::Resolved, Condition::Down)]);
+}
+
+#[test]
+fn reminders_repeat_while_firing_with_their_own_ids() {
+    let mut alert = alert_config();
+    alert.reminder = Some(Duration::from_secs(300));
+    let mut h = Harness::new(alert, Slo::default());
+    let notes = h.runs(&[Fail(FailureReason::Http5xx); 3 + 30]);
+    // Fired at run 3, then every 10 runs (5 minutes at 30 s).
+    assert_eq!(
+        events(&notes),
+        [
+            (Event::Firing, Condition::Down),
+            (Event::Reminder, Condition::Down),
+            (Event::Reminder, Condition::Down),
+            (Event::Reminder, Condition::Down),
+        ]
+    );
+    let ids: std::collections::HashSet<_> = notes.iter().map(|n| n.id.clone()).collect();
+    assert_eq!(ids.len(), 4);
+    assert_eq!(
+        notes[3].alert.bad_runs, 33,
+        "a reminder carries the current count"
+    );
+    let resolved = h.runs(&[Ok, Ok]);
+    assert_eq!(events(&resolved), [(Event::Resolved, Condition::Down)]);
+}
+
+#[test]
+fn severities_and_dedup_keys_follow_the_config() {
+    let mut alert = alert_config();
+    alert.severity = Severity::Error;
+    alert.slo_severity = Severity::Info;
+    let mut h = Harness::new(alert, slo(Some(500), None));
+    let notes = h.runs(&[Fail(FailureReason::Tls); 3]);
+    assert_eq!(notes[0].alert.severity, Severity::Error);
+    assert_eq!(notes[0].alert.dedup_key, "inferprobe/chat/eu-west/error");
+    h.runs(&[Ok, Ok]);
+    let notes = h.runs(&[Timed(900, 1000); 10]);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    assert_eq!(notes[0].alert.severity, Severity::Info);
+    assert_eq!(notes[0].alert.dedup_key, "inferprobe/chat/eu-west/info");
+}
+
+#[test]
+fn rate_limiting_is_throttled_not_down() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let notes = h.runs(&[Throttled; 10]);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    let a = &notes[0].alert;
+    assert_eq!(a.reason, "throttled");
+    assert_eq!(a.severity, Severity::Warning);
+    assert_eq!(a.last_status, Some(429));
+    assert!(
+        a.summary.contains("is DEGRADED from eu-west: it is throttled"),
+        "{}",
+        a.summary
+    );
+    assert_eq!(
+        events(&h.runs(&[Ok, Ok])),
+        [(Event::Resolved, Condition::Degraded)]
+    );
+}
+
+#[test]
+fn rate_limiting_can_count_as_down() {
+    let mut alert = alert_config();
+    alert.rate_limited = RateLimited::Down;
+    let mut h = Harness::new(alert, Slo::default());
+    let notes = h.runs(&[Throttled; 3]);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+    assert_eq!(notes[0].alert.reason, "rate_limited");
+}
+
+#[test]
+fn slow_runs_fire_the_degraded_alert_and_fast_runs_resolve_it() {
+    let mut h = Harness::new(alert_config(), slo(Some(500), Some(2000)));
+    // Fewer than half a window (5 of 10) is not judged, slow or not.
+    assert!(h.runs(&[Timed(800, 1000); 4]).is_empty());
+    // From the 5th run on the p95 is over: the third such evaluation fires.
+    let notes = h.runs(&[Timed(800, 1000); 3]);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    let a = &notes[0].alert;
+    assert_eq!(a.reason, "slow");
+    assert!(
+        a.summary
+            .contains("TTFT p95 is 800 ms over the last 7 runs (target 500 ms)"),
+        "{}",
+        a.summary
+    );
+    assert!(
+        !a.summary.contains("total"),
+        "total is within target: {}",
+        a.summary
+    );
+    // Fast runs push the slow ones out of the 10-run window: p95 (the 10th of 10) is
+    // fast again only when all 10 are fast; then two good evaluations resolve.
+    let notes = h.runs(&[Timed(100, 300); 11]);
+    assert_eq!(events(&notes), [(Event::Resolved, Condition::Degraded)]);
+}
+
+#[test]
+fn the_down_alert_supersedes_the_degraded_one() {
+    let mut h = Harness::new(alert_config(), slo(Some(500), None));
+    h.runs(&[Timed(900, 1000); 10]);
+    let notes = h.runs(&[Fail(FailureReason::Connect); 3]);
+    assert_eq!(
+        events(&notes),
+        [
+            (Event::Firing, Condition::Down),
+            (Event::Resolved, Condition::Degraded)
+        ]
+    );
+    // While down, slow answers between failures do not page as degraded.
+    assert!(
+        h.runs(&[Timed(900, 1000), Fail(FailureReason::Connect)])
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_healthy_probe_saves_nothing() {
+    let mut h = Harness::new(alert_config(), slo(Some(500), None));
+    // Until half the SLO window is filled, the degraded alert's good count still grows.
+    h.runs(&[Ok; 10]);
+    for _ in 0..100 {
+        h.now += STEP;
+        let changes = h.alerting.observe(&outcome(&h.probe, Ok, h.now), h.now);
+        assert_eq!(changes, Changes::default());
+    }
+}
+
+#[test]
+fn a_removed_probe_resolves_its_alerts_and_forgets_them() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    h.runs(&[Fail(FailureReason::Http5xx); 3]);
+    let changes = h.alerting.configure(HashMap::new(), h.now);
+    assert_eq!(
+        events(&changes.notifications),
+        [(Event::Resolved, Condition::Down)]
+    );
+    assert!(
+        changes.notifications[0]
+            .alert
+            .description
+            .starts_with("The probe was removed from the configuration.")
+    );
+    assert_eq!(changes.saved, [("chat".to_owned(), None)]);
+    assert!(h.alerting.firing().is_empty());
+}
+
+#[test]
+fn outcomes_of_unknown_probes_are_ignored() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let other = identity("other");
+    for _ in 0..5 {
+        let o = outcome(&other, Fail(FailureReason::Dns), h.now);
+        assert_eq!(h.alerting.observe(&o, h.now), Changes::default());
+    }
+}
+
+/// Restarting (from the saved state) after any run of a scenario changes nothing in
+/// what is sent: the same notifications, with the same ids, none lost, none repeated.
+#[test]
+fn a_restart_in_any_state_neither_loses_nor_repeats_a_notification() {
+    let down = Fail(FailureReason::Http5xx);
+    let scenario: Vec<Run> = [
+        vec![Ok, down, down],               // pending failure
+        vec![down, down, down],             // firing
+        vec![Ok],                           // firing, pending resolve
+        vec![down, down],                   // firing again
+        vec![Ok, Ok, Ok],                   // resolved
+        vec![Throttled; 4],                 // degraded (throttled) firing
+        vec![Ok],                           // pending resolve of degraded
+        vec![Ok, down, down, down, Ok, Ok], // down fires and resolves
+    ]
+    .concat();
+    let mut alert = alert_config();
+    alert.reminder = Some(Duration::from_secs(60));
+    let mut straight = Harness::new(alert.clone(), Slo::default());
+    let expected: Vec<(String, Event)> = straight
+        .runs(&scenario)
+        .into_iter()
+        .map(|n| (n.id, n.event))
+        .collect();
+    assert!(expected.len() >= 8, "the scenario pages: {expected:?}");
+    for cut in 0..=scenario.len() {
+        let mut h = Harness::new(alert.clone(), Slo::default());
+        let mut got: Vec<(String, Event)> = h
+            .runs(&scenario[..cut])
+            .into_iter()
+            .map(|n| (n.id, n.event))
+            .collect();
+        h.restart();
+        got.extend(h.runs(&scenario[cut..]).into_iter().map(|n| (n.id, n.event)));
+        assert_eq!(got, expected, "restart after run {cut}");
+    }
+}
+
+#[test]
+fn a_restart_while_degraded_waits_for_data_before_resolving() {
+    let mut h = Harness::new(alert_config(), slo(Some(500), None));
+    let notes = h.runs(&[Timed(900, 1000); 10]);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    h.restart();
+    // The latency window starts empty: 4 fast runs are too few to judge.
+    assert!(h.runs(&[Timed(100, 200); 4]).is_empty());
+    assert_eq!(h.alerting.firing().len(), 1);
+    let notes = h.runs(&[Timed(100, 200); 2]);
+    assert_eq!(events(&notes), [(Event::Resolved, Condition::Degraded)]);
+}
+
+#[test]
+fn active_alerts_keep_resolved_ones_for_a_while() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    h.runs(&[Fail(FailureReason::Http5xx); 3]);
+    assert_eq!(h.alerting.active(h.now).len(), 1);
+    h.runs(&[Ok, Ok]);
+    let active = h.alerting.active(h.now);
+    assert_eq!(active.len(), 1);
+    assert!(active[0].alert.resolved_at.is_some());
+    assert!(h.alerting.firing().is_empty());
+    assert!(h.alerting.active(h.now + RESOLVED_RETENTION).is_empty());
+}
+
+#[test]
+fn percentile_is_nearest_rank() {
+    let v: Vec<f64> = (1..=20).map(f64::from).collect();
+    assert_eq!(percentile(v.clone(), 0.95), Some(19.0));
+    assert_eq!(percentile(v, 0.5), Some(10.0));
+    assert_eq!(percentile(vec![3.0], 0.95), Some(3.0));
+    assert_eq!(percentile(Vec::new(), 0.95), None);
+}

@@ -1,0 +1,462 @@
+//! The paging parts of `probes.yaml`: the top-level `receivers:` list, and per probe (or
+//! under `defaults`) `alert:` rules and `slo:` targets. Validated like the rest of the
+//! file, every problem with its position.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use super::{Checker, Secret, suggest, valid_label_value};
+
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
+pub const DEFAULT_SUCCESS_THRESHOLD: u32 = 2;
+/// Runs in the SLO window: at 30 s, the last 10 minutes.
+pub const DEFAULT_SLO_WINDOW: u32 = 20;
+pub const DEFAULT_RECEIVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Retries back off up to this; a receiver that is down for an hour gets a try every
+/// five minutes, and the page goes out within five minutes of its return.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// A page that could not be delivered for a day is dropped (and counted): by then it
+/// tells nobody anything they can act on.
+pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
+pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
+
+/// Where notifications go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiverKind {
+    Alertmanager,
+    Pagerduty,
+    Webhook,
+    Slack,
+}
+
+impl ReceiverKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiverKind::Alertmanager => "alertmanager",
+            ReceiverKind::Pagerduty => "pagerduty",
+            ReceiverKind::Webhook => "webhook",
+            ReceiverKind::Slack => "slack",
+        }
+    }
+}
+
+/// One validated receiver. The URL is a secret (a Slack webhook URL is its own key);
+/// `host` is what may be shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceiverConfig {
+    pub name: String,
+    pub kind: ReceiverKind,
+    pub url: Secret,
+    pub host: String,
+    /// PagerDuty's integration key.
+    pub routing_key: Option<Secret>,
+    pub headers: Vec<(http::HeaderName, Secret)>,
+    pub timeout: Duration,
+    pub max_backoff: Duration,
+    pub give_up_after: Duration,
+    pub ca_file: Option<PathBuf>,
+}
+
+/// PagerDuty's severities, which Alertmanager routes on too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Error,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// What a 429 means for the availability alert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RateLimited {
+    /// The endpoint answers but throttles us: not down; the degraded alert says so.
+    #[default]
+    Throttled,
+    /// Treat a 429 as any other failure.
+    Down,
+}
+
+/// A probe's alert rules, after `defaults.alert` is merged in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertConfig {
+    /// Consecutive failed runs before the availability alert fires.
+    pub failure_threshold: u32,
+    /// Consecutive good runs before a firing alert resolves.
+    pub success_threshold: u32,
+    /// Re-notify while an alert keeps firing.
+    pub reminder: Option<Duration>,
+    /// Of the availability alert.
+    pub severity: Severity,
+    /// Of the degraded (SLO or throttled) alert.
+    pub slo_severity: Severity,
+    pub runbook_url: Option<String>,
+    /// Receiver names; all receivers when the file does not say.
+    pub receivers: Vec<String>,
+    pub rate_limited: RateLimited,
+}
+
+/// Latency targets, judged over the last `window` successful runs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Slo {
+    pub ttft_p95: Option<Duration>,
+    pub total_p95: Option<Duration>,
+    pub window: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReceiver {
+    name: String,
+    kind: ReceiverKind,
+    url: Option<String>,
+    routing_key: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    timeout: Option<String>,
+    max_backoff: Option<String>,
+    give_up_after: Option<String>,
+    ca_file: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAlert {
+    failure_threshold: Option<u32>,
+    success_threshold: Option<u32>,
+    reminder: Option<String>,
+    severity: Option<Severity>,
+    slo_severity: Option<Severity>,
+    runbook_url: Option<String>,
+    receivers: Option<Vec<String>>,
+    rate_limited: Option<RateLimited>,
+}
+
+impl RawAlert {
+    /// The probe's own keys win over the defaults', key by key.
+    pub(super) fn over(self, defaults: &RawAlert) -> RawAlert {
+        let d = defaults.clone();
+        RawAlert {
+            failure_threshold: self.failure_threshold.or(d.failure_threshold),
+            success_threshold: self.success_threshold.or(d.success_threshold),
+            reminder: self.reminder.or(d.reminder),
+            severity: self.severity.or(d.severity),
+            slo_severity: self.slo_severity.or(d.slo_severity),
+            runbook_url: self.runbook_url.or(d.runbook_url),
+            receivers: self.receivers.or(d.receivers),
+            rate_limited: self.rate_limited.or(d.rate_limited),
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSlo {
+    ttft_p95: Option<String>,
+    total_p95: Option<String>,
+    window: Option<u32>,
+}
+
+impl RawSlo {
+    pub(super) fn over(self, defaults: &RawSlo) -> RawSlo {
+        let d = defaults.clone();
+        RawSlo {
+            ttft_p95: self.ttft_p95.or(d.ttft_p95),
+            total_p95: self.total_p95.or(d.total_p95),
+            window: self.window.or(d.window),
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// The valid receivers, and the names of all (so that a probe naming a receiver
+    /// with a problem is not told it does not exist).
+    pub(super) fn receivers(&mut self, value: Option<Value>) -> (Vec<ReceiverConfig>, Vec<String>) {
+        let items = match value {
+            None | Some(Value::Null) => return (Vec::new(), Vec::new()),
+            Some(Value::Sequence(items)) => items,
+            Some(_) => {
+                self.error(None, "receivers", "must be a list of receivers");
+                return (Vec::new(), Vec::new());
+            }
+        };
+        let mut names: Vec<String> = Vec::new();
+        for name in items.iter().filter_map(|v| v.get("name").and_then(Value::as_str)) {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+        }
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for (i, value) in items.into_iter().enumerate() {
+            let prefix = format!("receivers[{i}]");
+            let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
+                continue;
+            };
+            if let Some(first) = seen.insert(raw.name.clone(), i) {
+                self.error(
+                    None,
+                    &format!("{prefix}.name"),
+                    format!("duplicate receiver name; receivers[{first}] has it already"),
+                );
+            }
+            if let Some(r) = self.receiver(raw, &prefix) {
+                out.push(r);
+            }
+        }
+        (out, names)
+    }
+
+    fn receiver(&mut self, raw: RawReceiver, prefix: &str) -> Option<ReceiverConfig> {
+        let before = self.errors.len();
+        let key = |k: &str| format!("{prefix}.{k}");
+        if !valid_label_value(&raw.name) {
+            self.error(
+                None,
+                &key("name"),
+                "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+            );
+        }
+        let url_text = match (&raw.url, raw.kind) {
+            (Some(u), _) => Some(u.clone()),
+            (None, ReceiverKind::Pagerduty) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
+            (None, kind) => {
+                self.error(
+                    None,
+                    &key("url"),
+                    format!("a receiver of kind {} needs a `url`", kind.as_str()),
+                );
+                None
+            }
+        };
+        // Never echo the URL in a message: a Slack webhook URL is a secret.
+        let url = url_text.and_then(|t| {
+            let text = self.substitute(None, &key("url"), &t)?;
+            match http::Uri::from_str(text.trim()) {
+                Ok(u)
+                    if matches!(u.scheme_str(), Some("http" | "https"))
+                        && u.host().is_some_and(|h| !h.is_empty()) =>
+                {
+                    Some(u)
+                }
+                _ => {
+                    self.error(None, &key("url"), "not a valid http:// or https:// URL");
+                    None
+                }
+            }
+        });
+        let routing_key = match (&raw.routing_key, raw.kind) {
+            (Some(k), ReceiverKind::Pagerduty) => self
+                .substitute(None, &key("routing_key"), k)
+                .filter(|k| {
+                    let ok = !k.trim().is_empty();
+                    if !ok {
+                        self.error(None, &key("routing_key"), "is empty");
+                    }
+                    ok
+                })
+                .map(Secret::new),
+            (None, ReceiverKind::Pagerduty) => {
+                self.error(
+                    None,
+                    &key("routing_key"),
+                    "a pagerduty receiver needs the integration's `routing_key` (e.g. ${PAGERDUTY_ROUTING_KEY})",
+                );
+                None
+            }
+            (Some(_), kind) => {
+                self.error(
+                    None,
+                    &key("routing_key"),
+                    format!("only for kind pagerduty, not {}", kind.as_str()),
+                );
+                None
+            }
+            (None, _) => None,
+        };
+        let mut headers = Vec::new();
+        for (name, template) in &raw.headers {
+            let path = key(&format!("headers.{name}"));
+            let Ok(header) = http::HeaderName::from_str(&name.to_ascii_lowercase()) else {
+                self.error(None, &path, "not a valid HTTP header name");
+                continue;
+            };
+            let Some(value) = self.substitute(None, &path, template) else {
+                continue;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                self.error(
+                    None,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                continue;
+            }
+            headers.push((header, Secret::new(value)));
+        }
+        let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
+            Some(s) => self.duration(None, &key(k), s),
+            None => Some(default),
+        };
+        let timeout = duration("timeout", &raw.timeout, DEFAULT_RECEIVER_TIMEOUT);
+        let max_backoff = duration("max_backoff", &raw.max_backoff, DEFAULT_MAX_BACKOFF);
+        let give_up_after = duration("give_up_after", &raw.give_up_after, DEFAULT_GIVE_UP_AFTER);
+        let ca_file = raw.ca_file.and_then(|f| {
+            let path = self.base_dir.join(&f);
+            if path.is_file() {
+                Some(path)
+            } else {
+                self.error(
+                    None,
+                    &key("ca_file"),
+                    format!("no such file: `{f}` (relative to this file)"),
+                );
+                None
+            }
+        });
+        if self.errors.len() > before {
+            return None;
+        }
+        let url = url?;
+        Some(ReceiverConfig {
+            name: raw.name,
+            kind: raw.kind,
+            host: url.host().unwrap_or_default().to_owned(),
+            url: Secret::new(url.to_string()),
+            routing_key,
+            headers,
+            timeout: timeout?,
+            max_backoff: max_backoff?,
+            give_up_after: give_up_after?,
+            ca_file,
+        })
+    }
+
+    /// A probe's alert rules; `receivers` are the names defined at the top.
+    pub(super) fn alert(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        raw: RawAlert,
+        receivers: &[String],
+    ) -> Option<AlertConfig> {
+        let before = self.errors.len();
+        let key = |k: &str| format!("{prefix}.alert.{k}");
+        let mut threshold = |k: &str, v: Option<u32>, default: u32| {
+            let v = v.unwrap_or(default);
+            if !(1..=100).contains(&v) {
+                self.error(probe, &key(k), "must be between 1 and 100 runs");
+            }
+            v
+        };
+        let failure_threshold = threshold(
+            "failure_threshold",
+            raw.failure_threshold,
+            DEFAULT_FAILURE_THRESHOLD,
+        );
+        let success_threshold = threshold(
+            "success_threshold",
+            raw.success_threshold,
+            DEFAULT_SUCCESS_THRESHOLD,
+        );
+        let reminder = raw.reminder.and_then(|s| {
+            let d = self.duration(probe, &key("reminder"), &s)?;
+            if d < Duration::from_secs(60) {
+                self.error(probe, &key("reminder"), "must be at least 1m");
+                return None;
+            }
+            Some(d)
+        });
+        let severity = raw.severity.unwrap_or(Severity::Critical);
+        let slo_severity = raw.slo_severity.unwrap_or(Severity::Warning);
+        if severity == slo_severity {
+            self.error(
+                probe,
+                &key("severity"),
+                format!(
+                    "must differ from slo_severity ({}): a probe's two alerts are told apart by severity",
+                    slo_severity.as_str()
+                ),
+            );
+        }
+        let runbook_url = raw.runbook_url.filter(|u| {
+            let ok = u.starts_with("http://") || u.starts_with("https://");
+            if !ok {
+                self.error(probe, &key("runbook_url"), "must be an http:// or https:// URL");
+            }
+            ok
+        });
+        let chosen = match raw.receivers {
+            Some(names) => {
+                for (i, name) in names.iter().enumerate() {
+                    if !receivers.contains(name) {
+                        let message = match suggest(name, receivers) {
+                            Some(s) => format!("no receiver named `{name}`; did you mean `{s}`?"),
+                            None if receivers.is_empty() => {
+                                format!("no receiver named `{name}`: the file has no `receivers:` list")
+                            }
+                            None => format!(
+                                "no receiver named `{name}`; receivers are {}",
+                                receivers.join(", ")
+                            ),
+                        };
+                        self.error(probe, &key(&format!("receivers[{i}]")), message);
+                    }
+                }
+                names
+            }
+            None => receivers.to_vec(),
+        };
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(AlertConfig {
+            failure_threshold,
+            success_threshold,
+            reminder,
+            severity,
+            slo_severity,
+            runbook_url,
+            receivers: chosen,
+            rate_limited: raw.rate_limited.unwrap_or_default(),
+        })
+    }
+
+    pub(super) fn slo(&mut self, probe: Option<&str>, prefix: &str, raw: RawSlo) -> Option<Slo> {
+        let key = |k: &str| format!("{prefix}.slo.{k}");
+        let before = self.errors.len();
+        let window = raw.window.unwrap_or(DEFAULT_SLO_WINDOW);
+        if !(5..=10_000).contains(&window) {
+            self.error(probe, &key("window"), "must be between 5 and 10000 runs");
+        }
+        let ttft_p95 = raw
+            .ttft_p95
+            .and_then(|s| self.duration(probe, &key("ttft_p95"), &s));
+        let total_p95 = raw
+            .total_p95
+            .and_then(|s| self.duration(probe, &key("total_p95"), &s));
+        (self.errors.len() == before).then_some(Slo {
+            ttft_p95,
+            total_p95,
+            window,
+        })
+    }
+}
