@@ -301,7 +301,9 @@ async fn measure_agent(env: &Env, kind: ProbeKind, n: usize) -> AgentRun {
     cmd.arg("run")
         .arg("-c")
         .arg(&config_path)
-        .args(["--listen", &addr.to_string(), "--location", "bench"]);
+        .args(["--listen", &addr.to_string(), "--location", "bench"])
+        .arg("--data-dir")
+        .arg(env.dir.join(format!("data-{tag}")));
     let started = Instant::now();
     let mut agent = ChildGuard::spawn("agent", cmd, &log);
     let pid = agent.pid();

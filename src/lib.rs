@@ -4,18 +4,20 @@
 //!
 //! ```text
 //! probes.yaml ─► config ─► schedule ─► probe/<kind> ─► Outcome ─┬─► metrics ─► server (/metrics)
-//!                                                               └─► store   ─► server (/api/v1/probes)
+//!                                                               ├─► store   ─► server (/api/v1/probes)
+//!                                                               └─► alert ─► store (outbox) ─► notify
 //! ```
 //!
 //! This file is the only one that wires siblings together: [`Agent`] owns the outcome
-//! channel, one scheduler task per probe, the fan-out loop and the HTTP server, applies
-//! reloads, and drains runs in flight on shutdown.
+//! channel, one scheduler task per probe, the fan-out loop, paging and the HTTP server,
+//! applies reloads, and drains runs in flight on shutdown.
 #![forbid(unsafe_code)]
 
 pub mod alert;
 pub mod config;
 pub mod metrics;
 pub mod net;
+pub mod notify;
 pub mod outcome;
 pub mod payload;
 pub mod probe;
@@ -25,24 +27,28 @@ pub mod simulate;
 pub mod store;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, ProbeConfig};
+use crate::alert::{Alerting, Changes, Firing, Rules};
+use crate::config::{Config, ProbeConfig, ReceiverConfig};
 use crate::metrics::Metrics;
 use crate::net::TlsRoots;
+use crate::notify::{Outbox, Receiver, ReceiverError};
 use crate::outcome::{Outcome, ProbeIdentity};
 use crate::probe::ReadyProbe;
 use crate::probe::{BuildContext, BuildError};
 use crate::schedule::Report;
-use crate::store::Latest;
+use crate::store::{Latest, Store, StoreError};
 
 /// Builds every probe of a config, or says which one cannot be built.
 pub fn build_probes(
@@ -79,10 +85,37 @@ pub struct ReloadSummary {
     pub unchanged: usize,
 }
 
+/// Why the agent cannot start or take a new config.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("probe \"{0}\": {1}")]
+    Probe(String, BuildError),
+    #[error(transparent)]
+    Receiver(#[from] ReceiverError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AgentError {
+    /// A problem with the config file (exit 64), rather than with the machine.
+    pub fn is_config(&self) -> bool {
+        !matches!(self, AgentError::Store(_))
+    }
+}
+
+/// What an agent is, besides its config file.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub location: String,
+    /// Where the store lives.
+    pub data_dir: PathBuf,
+}
+
 /// The running daemon.
 pub struct Agent {
     pub metrics: Arc<Metrics>,
     pub latest: Arc<Latest>,
+    paging: Arc<Paging>,
     location: String,
     build: BuildContext,
     reports: mpsc::Sender<Report>,
@@ -96,24 +129,39 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts serving on `listener` and scheduling `config`'s probes.
+    /// Opens the store, starts serving on `listener` and scheduling `config`'s probes.
     pub fn start(
         config: &Config,
-        location: String,
+        settings: AgentSettings,
         listener: TcpListener,
-    ) -> Result<Agent, (String, BuildError)> {
+    ) -> Result<Agent, AgentError> {
+        let AgentSettings { location, data_dir } = settings;
         let metrics = Arc::new(Metrics::new());
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
+        let store = Arc::new(Store::open(&data_dir)?);
+        let api_base = config
+            .agent
+            .external_url
+            .clone()
+            .unwrap_or_else(|| default_api_base(listener.local_addr().ok()));
+        let paging = Arc::new(Paging::open(store, &location, &api_base, metrics.clone())?);
         let (tx, rx) = mpsc::channel(4096);
         let current = Current::default();
-        let fanout = tokio::spawn(fan_out(rx, metrics.clone(), latest.clone(), current.clone()));
+        let fanout = tokio::spawn(fan_out(
+            rx,
+            metrics.clone(),
+            latest.clone(),
+            paging.clone(),
+            current.clone(),
+        ));
         let server_shutdown = CancellationToken::new();
         let server = tokio::spawn(server::serve(
             listener,
             server::ServerState {
                 metrics: metrics.clone(),
                 latest: latest.clone(),
+                alerts: paging.active.subscribe(),
                 ready: ready.clone(),
                 location: location.clone(),
             },
@@ -122,6 +170,7 @@ impl Agent {
         let mut agent = Agent {
             metrics,
             latest,
+            paging,
             location,
             build: BuildContext::new(),
             reports: tx,
@@ -141,9 +190,9 @@ impl Agent {
         Ok(agent)
     }
 
-    /// Switches to `config`. Every new or changed probe is built first; if one cannot
-    /// be built nothing changes. Unchanged probes keep running on their grid.
-    pub fn apply(&mut self, config: &Config) -> Result<ReloadSummary, (String, BuildError)> {
+    /// Switches to `config`. Every new or changed probe and receiver is built first; if
+    /// one cannot be built nothing changes. Unchanged probes keep running on their grid.
+    pub fn apply(&mut self, config: &Config) -> Result<ReloadSummary, AgentError> {
         let mut summary = ReloadSummary::default();
         // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
         self.build.roots = TlsRoots::system();
@@ -158,11 +207,15 @@ impl Agent {
                         summary.added += 1;
                     }
                     built.push(
-                        ReadyProbe::build(p, &self.location, &self.build).map_err(|e| (p.name.clone(), e))?,
+                        ReadyProbe::build(p, &self.location, &self.build)
+                            .map_err(|e| AgentError::Probe(p.name.clone(), e))?,
                     );
                 }
             }
         }
+        let receivers = self
+            .paging
+            .build_receivers(&config.receivers, &self.build.roots)?;
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
         // passes to the replacement so old and new runs never overlap.
@@ -209,6 +262,7 @@ impl Agent {
         self.latest
             .configure(config.probes.iter().map(|p| p.name.as_str()));
         self.metrics.configured(self.running.len(), &retired);
+        self.paging.configure(config, receivers);
         Ok(summary)
     }
 
@@ -223,9 +277,213 @@ impl Agent {
         drop(self.reports);
         // The fan-out loop ends once every sender (loops and runs) is gone.
         let _ = tokio::time::timeout(Duration::from_secs(2), self.fanout).await;
+        self.paging.stop();
         self.server_shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.server).await;
         drained
+    }
+}
+
+/// `http://<host>:<port>` of this agent, for links in pages when `agent.external_url`
+/// is not set: the host name when listening on all addresses.
+fn default_api_base(addr: Option<SocketAddr>) -> String {
+    let Some(addr) = addr else {
+        return "http://localhost:9464".into();
+    };
+    let host = if addr.ip().is_unspecified() {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into())
+    } else {
+        match addr {
+            SocketAddr::V4(a) => a.ip().to_string(),
+            SocketAddr::V6(a) => format!("[{}]", a.ip()),
+        }
+    };
+    format!("http://{host}:{}", addr.port())
+}
+
+/// A running delivery loop.
+struct Delivering {
+    config: ReceiverConfig,
+    wake: Arc<Notify>,
+    cancel: CancellationToken,
+}
+
+/// Paging, wired: the alert state machine, the store that keeps its state and outbox,
+/// and one delivery loop per receiver.
+struct Paging {
+    alerting: Mutex<Alerting>,
+    store: Arc<Store>,
+    location: String,
+    metrics: Arc<Metrics>,
+    active: watch::Sender<Arc<Vec<Firing>>>,
+    receivers: Mutex<HashMap<String, Delivering>>,
+}
+
+impl Paging {
+    /// Opens paging on `store`, restoring the alert state saved before a restart.
+    fn open(
+        store: Arc<Store>,
+        location: &str,
+        api_base: &str,
+        metrics: Arc<Metrics>,
+    ) -> Result<Paging, StoreError> {
+        let mut alerting = Alerting::new(location, api_base);
+        for (probe, saved) in store.alert_states(location)? {
+            if let Err(e) = alerting.restore(&probe, &saved) {
+                tracing::warn!(probe = %probe, error = %e, "Cannot read this probe's saved alert state; starting it afresh.");
+            }
+        }
+        let firing = alerting.firing().len();
+        if firing > 0 {
+            tracing::info!(firing, "Restored alert state: alerts still firing.");
+        }
+        let (active, _) = watch::channel(Arc::new(alerting.active(SystemTime::now())));
+        Ok(Paging {
+            alerting: Mutex::new(alerting),
+            store,
+            location: location.to_owned(),
+            metrics,
+            active,
+            receivers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn build_receivers(
+        &self,
+        configs: &[ReceiverConfig],
+        roots: &TlsRoots,
+    ) -> Result<Vec<Receiver>, ReceiverError> {
+        configs
+            .iter()
+            .map(|c| Receiver::build(c.clone(), roots))
+            .collect()
+    }
+
+    /// New rules and receivers: delivery loops of changed receivers restart (their
+    /// queued notifications stay in the outbox), and alerts of removed probes resolve.
+    fn configure(&self, config: &Config, receivers: Vec<Receiver>) {
+        {
+            let mut running = self.receivers.lock().expect("receivers lock");
+            running.retain(|name, d| {
+                let keep = config.receivers.iter().any(|c| &c.name == name && *c == d.config);
+                if !keep {
+                    d.cancel.cancel();
+                }
+                keep
+            });
+            for receiver in receivers {
+                if running.contains_key(receiver.name()) {
+                    continue;
+                }
+                let delivering = Delivering {
+                    config: receiver.config.clone(),
+                    wake: Arc::new(Notify::new()),
+                    cancel: CancellationToken::new(),
+                };
+                tokio::spawn(notify::deliver(
+                    Arc::new(receiver),
+                    Outbox {
+                        store: self.store.clone(),
+                        metrics: self.metrics.clone(),
+                        active: self.active.subscribe(),
+                    },
+                    delivering.wake.clone(),
+                    delivering.cancel.clone(),
+                ));
+                running.insert(delivering.config.name.clone(), delivering);
+            }
+        }
+        let rules = config
+            .probes
+            .iter()
+            .map(|p| {
+                let rules = Rules {
+                    alert: p.alert.clone(),
+                    slo: p.slo.clone(),
+                };
+                (p.name.clone(), rules)
+            })
+            .collect();
+        let now = SystemTime::now();
+        let mut alerting = self.alerting.lock().expect("alerting lock");
+        let changes = alerting.configure(rules, now);
+        self.commit(&mut alerting, changes, now);
+        for r in &config.receivers {
+            if let Ok(n) = self.store.pending_count(&r.name) {
+                self.metrics.notifications_pending(&r.name, n);
+            }
+        }
+        if let Ok(pending) = self.store.pending_counts() {
+            for (receiver, n) in pending {
+                if !config.receivers.iter().any(|r| r.name == receiver) {
+                    tracing::warn!(receiver = %receiver, pending = n, "Notifications wait for a receiver that is not configured; they go out if it comes back.");
+                }
+            }
+        }
+    }
+
+    fn observe(&self, outcome: &Outcome) {
+        let now = SystemTime::now();
+        let mut alerting = self.alerting.lock().expect("alerting lock");
+        let changes = alerting.observe(outcome, now);
+        self.commit(&mut alerting, changes, now);
+    }
+
+    /// Saves state and enqueues notifications in one transaction, then wakes the
+    /// delivery loops. Runs under the alerting lock, so commits keep their order.
+    fn commit(&self, alerting: &mut Alerting, changes: Changes, now: SystemTime) {
+        if changes == Changes::default() {
+            return;
+        }
+        let mut rows = Vec::new();
+        for n in &changes.notifications {
+            let payload = serde_json::to_string(n).expect("notifications serialize");
+            rows.extend(n.receivers.iter().map(|r| (r.clone(), payload.clone())));
+            tracing::warn!(
+                probe = %n.alert.probe,
+                event = n.event.as_str(),
+                severity = n.alert.severity.as_str(),
+                summary = %n.alert.summary,
+                receivers = ?n.receivers,
+                "Alert {}.",
+                n.event.as_str()
+            );
+        }
+        // SQLite in this task: it happens only when an alert's state changes, and
+        // takes well under a millisecond in WAL mode.
+        if let Err(e) = self.store.commit(&self.location, &changes.saved, &rows, now) {
+            tracing::error!(error = %e, "Cannot save alert state and notifications; pages may be lost on a crash.");
+        }
+        if !changes.notifications.is_empty() {
+            let receivers = self.receivers.lock().expect("receivers lock");
+            for n in &changes.notifications {
+                for r in &n.receivers {
+                    if let Some(d) = receivers.get(r) {
+                        d.wake.notify_one();
+                    }
+                    if let Ok(pending) = self.store.pending_count(r) {
+                        self.metrics.notifications_pending(r, pending);
+                    }
+                }
+            }
+            let firing: Vec<(&'static str, &'static str)> = alerting
+                .firing()
+                .iter()
+                .map(|a| (a.condition.as_str(), a.severity.as_str()))
+                .collect();
+            self.metrics.alerts_firing(&firing);
+            self.active.send_replace(Arc::new(alerting.active(now)));
+        }
+    }
+
+    fn stop(&self) {
+        for d in self.receivers.lock().expect("receivers lock").values() {
+            d.cancel.cancel();
+        }
     }
 }
 
@@ -234,6 +492,7 @@ async fn fan_out(
     mut rx: mpsc::Receiver<Report>,
     metrics: Arc<Metrics>,
     latest: Arc<Latest>,
+    paging: Arc<Paging>,
     current: Current,
 ) {
     while let Some(report) = rx.recv().await {
@@ -247,6 +506,7 @@ async fn fan_out(
                 if is_current {
                     metrics.record(&outcome);
                     latest.record(&outcome);
+                    paging.observe(&outcome);
                 }
                 log_outcome(&outcome);
             }

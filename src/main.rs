@@ -11,11 +11,14 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
-use inferprobe::config::{self, Config};
+use inferprobe::alert::{Alert, Event, Notification};
+use inferprobe::config::{self, Config, Severity};
+use inferprobe::net::TlsRoots;
+use inferprobe::notify::{self, Delivery, Receiver};
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
 use inferprobe::simulate::{self, Script};
-use inferprobe::{Agent, build_probes};
+use inferprobe::{Agent, AgentError, AgentSettings, build_probes};
 
 const EXIT_BAD_CONFIG: u8 = 64;
 
@@ -43,6 +46,25 @@ enum LogFormat {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum TestSeverity {
+    Critical,
+    Error,
+    Warning,
+    Info,
+}
+
+impl From<TestSeverity> for Severity {
+    fn from(s: TestSeverity) -> Severity {
+        match s {
+            TestSeverity::Critical => Severity::Critical,
+            TestSeverity::Error => Severity::Error,
+            TestSeverity::Warning => Severity::Warning,
+            TestSeverity::Info => Severity::Info,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum OutputFormat {
     Table,
     Json,
@@ -63,6 +85,27 @@ enum Command {
         /// How long to wait for runs in flight on shutdown.
         #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
         drain_timeout: Duration,
+        /// Where alert state and undelivered pages are kept (default: agent.data_dir,
+        /// else ./inferprobe-data).
+        #[arg(long, env = "INFERPROBE_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Send a clearly marked test page through each receiver and say whether it was
+    /// accepted: proof of the paging path after a deploy.
+    TestAlert {
+        #[arg(short, long, default_value = "probes.yaml")]
+        config: PathBuf,
+        /// Only this receiver (repeatable).
+        #[arg(long)]
+        receiver: Vec<String>,
+        #[arg(long, env = "INFERPROBE_LOCATION")]
+        location: Option<String>,
+        /// The test page's severity (a page that pages needs the severity that pages).
+        #[arg(long, value_enum, default_value_t = TestSeverity::Critical)]
+        severity: TestSeverity,
+        /// Resolve the test alert sent before, instead of sending one.
+        #[arg(long)]
+        resolve: bool,
     },
     /// Validate a config file: print every problem as FILE:LINE:COLUMN: message.
     Check {
@@ -95,6 +138,9 @@ enum Command {
         /// Where the simulator listens (port 0: any free port).
         #[arg(long, default_value = "127.0.0.1:0")]
         sim_listen: SocketAddr,
+        /// Where the demo keeps its state (default: a fresh temporary directory).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -115,7 +161,15 @@ fn main() -> ExitCode {
                 listen,
                 location,
                 drain_timeout,
-            } => run(&config, listen, location, drain_timeout).await,
+                data_dir,
+            } => run(&config, listen, location, drain_timeout, data_dir).await,
+            Command::TestAlert {
+                config,
+                receiver,
+                location,
+                severity,
+                resolve,
+            } => test_alert(&config, &receiver, location, severity.into(), resolve).await,
             Command::Check { config } => check(&config),
             Command::Once {
                 config,
@@ -124,7 +178,11 @@ fn main() -> ExitCode {
                 location,
             } => once(&config, &probe, format, location).await,
             Command::Simulate { listen, script } => simulate_cmd(listen, script).await,
-            Command::Demo { listen, sim_listen } => demo(listen, sim_listen).await,
+            Command::Demo {
+                listen,
+                sim_listen,
+                data_dir,
+            } => demo(listen, sim_listen, data_dir).await,
         }
     })
 }
@@ -175,7 +233,21 @@ fn location_of(flag: Option<String>, config: &Config) -> String {
     })
 }
 
-async fn run(path: &Path, listen: Option<SocketAddr>, location: Option<String>, drain: Duration) -> ExitCode {
+fn exit_for(e: &AgentError) -> ExitCode {
+    if e.is_config() {
+        ExitCode::from(EXIT_BAD_CONFIG)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+async fn run(
+    path: &Path,
+    listen: Option<SocketAddr>,
+    location: Option<String>,
+    drain: Duration,
+    data_dir: Option<PathBuf>,
+) -> ExitCode {
     let config = match load_or_report(path) {
         Ok(c) => c,
         Err(code) => return code,
@@ -192,14 +264,28 @@ async fn run(path: &Path, listen: Option<SocketAddr>, location: Option<String>, 
         }
     };
     let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let mut agent = match Agent::start(&config, location.clone(), listener) {
+    let data_dir = data_dir
+        .or_else(|| config.agent.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
+    let settings = AgentSettings {
+        location: location.clone(),
+        data_dir: data_dir.clone(),
+    };
+    let mut agent = match Agent::start(&config, settings, listener) {
         Ok(a) => a,
-        Err((probe, e)) => {
-            eprintln!("error: probe \"{probe}\": {e}");
-            return ExitCode::from(EXIT_BAD_CONFIG);
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit_for(&e);
         }
     };
-    tracing::info!(listen = %bound, location = %location, probes = config.probes.len(), "Agent started.");
+    tracing::info!(
+        listen = %bound,
+        location = %location,
+        probes = config.probes.len(),
+        receivers = config.receivers.len(),
+        data_dir = %data_dir.display(),
+        "Agent started."
+    );
 
     let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::hangup()),
@@ -250,9 +336,9 @@ fn reload(agent: &mut Agent, path: &Path) {
                 "Configuration reloaded."
             );
         }
-        Err((probe, e)) => {
+        Err(e) => {
             agent.metrics.reloaded(false);
-            tracing::error!(probe = %probe, error = %e, "Reload failed; keeping the running configuration.");
+            tracing::error!(error = %e, "Reload failed; keeping the running configuration.");
         }
     }
 }
@@ -382,7 +468,7 @@ async fn simulate_cmd(listen: SocketAddr, script: Script) -> ExitCode {
 /// The demo's probes: healthy, slow and flaky endpoints on the built-in simulator.
 const DEMO_CONFIG: &str = include_str!("demo.yaml");
 
-async fn demo(listen: SocketAddr, sim_listen: SocketAddr) -> ExitCode {
+async fn demo(listen: SocketAddr, sim_listen: SocketAddr, data_dir: Option<PathBuf>) -> ExitCode {
     let sim_listener = match TcpListener::bind(sim_listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -407,10 +493,17 @@ async fn demo(listen: SocketAddr, sim_listen: SocketAddr) -> ExitCode {
         }
     };
     let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let agent = match Agent::start(&config, "demo".into(), listener) {
+    let temporary = data_dir.is_none();
+    let data_dir = data_dir
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("inferprobe-demo-{}", std::process::id())));
+    let settings = AgentSettings {
+        location: "demo".into(),
+        data_dir: data_dir.clone(),
+    };
+    let agent = match Agent::start(&config, settings, listener) {
         Ok(a) => a,
-        Err((probe, e)) => {
-            eprintln!("error: probe \"{probe}\": {e}");
+        Err(e) => {
+            eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -421,8 +514,112 @@ async fn demo(listen: SocketAddr, sim_listen: SocketAddr) -> ExitCode {
     );
     println!("  metrics: http://{bound}/metrics");
     println!("  results: http://{bound}/api/v1/probes");
+    println!("  alerts:  http://{bound}/api/v1/alerts");
     println!("First results arrive within 10 s. Press Ctrl-C to stop.");
     let _ = tokio::signal::ctrl_c().await;
     agent.shutdown(Duration::from_secs(5)).await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&data_dir);
+    }
     ExitCode::SUCCESS
+}
+
+/// `test-alert`: one test notification straight to each receiver (not through the
+/// outbox: the operator wants the answer now), a few quick tries each.
+async fn test_alert(
+    path: &Path,
+    only: &[String],
+    location: Option<String>,
+    severity: Severity,
+    resolve: bool,
+) -> ExitCode {
+    let config = match load_or_report(path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if config.receivers.is_empty() {
+        eprintln!("error: {} has no `receivers:`", path.display());
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    }
+    if let Some(missing) = only
+        .iter()
+        .find(|n| !config.receivers.iter().any(|r| &r.name == *n))
+    {
+        eprintln!("error: no receiver named \"{missing}\" in {}", path.display());
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    }
+    let location = location_of(location, &config);
+    let now = std::time::SystemTime::now();
+    let api_base = config
+        .agent
+        .external_url
+        .clone()
+        .unwrap_or_else(|| "http://localhost:9464".into());
+    let mut alert = Alert::test(&location, &api_base, severity, now);
+    let event = if resolve {
+        alert.resolved_at = Some(now);
+        alert.summary = format!("RESOLVED: {}", alert.summary);
+        Event::Resolved
+    } else {
+        Event::Firing
+    };
+    let roots = TlsRoots::system();
+    let mut all_ok = true;
+    for rc in config
+        .receivers
+        .iter()
+        .filter(|r| only.is_empty() || only.contains(&r.name))
+    {
+        let receiver = match Receiver::build(rc.clone(), &roots) {
+            Ok(r) => r,
+            Err(e) => {
+                println!("{:<20} FAILED    {e}", rc.name);
+                all_ok = false;
+                continue;
+            }
+        };
+        let n = Notification {
+            id: format!(
+                "{}/test/{}",
+                alert.dedup_key,
+                humantime::format_rfc3339_millis(now)
+            ),
+            event,
+            alert: alert.clone(),
+            receivers: vec![rc.name.clone()],
+        };
+        let mut result = receiver.send(&n, now).await;
+        for attempt in 1..3 {
+            let Delivery::Retry { after, .. } = &result else {
+                break;
+            };
+            let wait = notify::backoff(attempt, Duration::from_secs(2)).max(after.unwrap_or_default());
+            tokio::time::sleep(wait.min(Duration::from_secs(5))).await;
+            result = receiver.send(&n, std::time::SystemTime::now()).await;
+        }
+        let target = format!("{} {}", rc.kind.as_str(), rc.host);
+        match result {
+            Delivery::Accepted => println!("{:<20} accepted  ({target})", rc.name),
+            Delivery::Retry { why, .. } => {
+                all_ok = false;
+                println!("{:<20} FAILED    ({target}) {why}", rc.name);
+            }
+            Delivery::Rejected { why } => {
+                all_ok = false;
+                println!("{:<20} REJECTED  ({target}) {why}", rc.name);
+            }
+        }
+    }
+    if !resolve && all_ok {
+        println!(
+            "Test alert {} sent (severity {}); Alertmanager expires it in 4 minutes, or run `inferprobe test-alert --resolve`.",
+            alert.dedup_key,
+            severity.as_str()
+        );
+    }
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

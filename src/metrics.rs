@@ -154,7 +154,13 @@ pub struct Metrics {
     probes: Gauge,
     reload_success: Gauge,
     reload_time: FloatGauge,
+    notifications: Family<AgentLabels, Counter>,
+    notifications_pending: Family<AgentLabels, Gauge>,
+    alerts_firing: Family<AgentLabels, Gauge>,
 }
+
+/// Labels of the agent's own series (paging): receiver names and closed sets only.
+type AgentLabels = Vec<(&'static str, String)>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -183,6 +189,9 @@ impl Metrics {
             probes: Gauge::default(),
             reload_success: Gauge::default(),
             reload_time: FloatGauge::default(),
+            notifications: Family::default(),
+            notifications_pending: Family::default(),
+            alerts_firing: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -276,6 +285,21 @@ impl Metrics {
             "Unix time of the last successful configuration load",
             Unit::Seconds,
             m.reload_time.clone(),
+        );
+        registry.register(
+            "notifications",
+            "Notification attempts by receiver, event (firing, reminder, resolved) and result: delivered; failed (will retry); rejected (4xx, dropped); expired (undeliverable past give_up_after)",
+            m.notifications.clone(),
+        );
+        registry.register(
+            "notifications_pending",
+            "Notifications waiting in the durable outbox, by receiver",
+            m.notifications_pending.clone(),
+        );
+        registry.register(
+            "alerts_firing",
+            "Alerts this agent has firing, by alert (down, degraded) and severity",
+            m.alerts_firing.clone(),
         );
         registry.register(
             "build",
@@ -386,6 +410,38 @@ impl Metrics {
     }
 
     /// OpenMetrics text, for scrapers that ask for it (Prometheus does).
+    /// One delivery attempt's result.
+    pub fn notification(&self, receiver: &str, event: &'static str, result: &'static str) {
+        self.notifications
+            .get_or_create(&vec![
+                ("receiver", receiver.to_owned()),
+                ("event", event.to_owned()),
+                ("result", result.to_owned()),
+            ])
+            .inc();
+    }
+
+    pub fn notifications_pending(&self, receiver: &str, pending: u64) {
+        self.notifications_pending
+            .get_or_create(&vec![("receiver", receiver.to_owned())])
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// Firing alerts by (alert, severity); pairs not given drop to zero.
+    pub fn alerts_firing(&self, firing: &[(&'static str, &'static str)]) {
+        for alert in ["down", "degraded"] {
+            for severity in ["critical", "error", "warning", "info"] {
+                let n = firing.iter().filter(|f| **f == (alert, severity)).count();
+                let labels = vec![("alert", alert.to_owned()), ("severity", severity.to_owned())];
+                if n > 0 {
+                    self.alerts_firing.get_or_create(&labels).set(n as i64);
+                } else if self.alerts_firing.get(&labels).is_some() {
+                    self.alerts_firing.get_or_create(&labels).set(0);
+                }
+            }
+        }
+    }
+
     pub fn render_openmetrics(&self) -> String {
         let mut out = String::new();
         text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");

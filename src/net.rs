@@ -98,7 +98,8 @@ impl TlsRoots {
         }
     }
 
-    fn client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
+    /// The TLS settings for a CA file (system roots plus the file), built once per file.
+    pub fn client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
         let key = ca_file.map(Path::to_path_buf);
         if let Some(c) = self.configs.lock().expect("tls configs").get(&key) {
             return Ok(c.clone());

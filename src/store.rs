@@ -1,5 +1,9 @@
-//! What the agent remembers about its probes: for now the latest outcome of each probe
-//! and its run counts, for the JSON API. Consumes `&Outcome`; never sees probes.
+//! What the agent remembers: in memory, the latest outcome of each probe and its run
+//! counts, for the JSON API ([`Latest`]); on disk, alert state and the notification
+//! outbox ([`Store`]). Consumes `&Outcome`; never sees probes.
+
+mod disk;
+pub use disk::{Pending, Store, StoreError};
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -51,18 +55,25 @@ impl Latest {
     /// `/api/v1/probes`: one object per probe, in name order.
     pub fn to_json(&self) -> serde_json::Value {
         let probes = self.probes.read().expect("store lock");
-        let list: Vec<_> = probes
-            .iter()
-            .map(|(name, s)| {
-                serde_json::json!({
-                    "probe": name,
-                    "runs": s.runs,
-                    "failures": s.failures,
-                    "last_success_at": s.last_success_at.map(|t| humantime::format_rfc3339_millis(t).to_string()),
-                    "last_run": s.last.as_ref().map(Outcome::to_json),
-                })
-            })
-            .collect();
+        let list: Vec<_> = probes.iter().map(|(name, s)| s.to_json(name)).collect();
         serde_json::json!({ "probes": list })
+    }
+
+    /// `/api/v1/probes/{name}`.
+    pub fn probe_json(&self, name: &str) -> Option<serde_json::Value> {
+        let probes = self.probes.read().expect("store lock");
+        probes.get(name).map(|s| s.to_json(name))
+    }
+}
+
+impl ProbeState {
+    fn to_json(&self, name: &str) -> serde_json::Value {
+        serde_json::json!({
+            "probe": name,
+            "runs": self.runs,
+            "failures": self.failures,
+            "last_success_at": self.last_success_at.map(|t| humantime::format_rfc3339_millis(t).to_string()),
+            "last_run": self.last.as_ref().map(Outcome::to_json),
+        })
     }
 }

@@ -43,6 +43,14 @@ pub enum Condition {
 }
 
 impl Condition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::Down => "down",
+            Condition::Degraded => "degraded",
+            Condition::Test => "test",
+        }
+    }
+
     pub fn alertname(self) -> &'static str {
         match self {
             Condition::Down => "InferenceEndpointDown",

@@ -47,6 +47,16 @@ fn indent(yaml: &str) -> String {
 }
 
 /// A port with nothing listening on it.
+/// A new empty directory under the system's temporary directory, unique per call.
+pub fn temp_dir(tag: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("inferprobe-test-{}-{tag}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 pub fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
@@ -109,15 +119,16 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `inferprobe run -c CONFIG --listen 127.0.0.1:0 --log-format json` and waits
     /// for its "Agent started." line to learn the port.
+    /// A fresh data directory is used unless `extra` names one.
     pub fn start(config: &Path, extra: &[&str]) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
-            .args(["--log-format", "json", "run", "--listen", "127.0.0.1:0", "-c"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferprobe"));
+        cmd.args(["--log-format", "json", "run", "--listen", "127.0.0.1:0", "-c"])
             .arg(config)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .args(extra);
+        if !extra.contains(&"--data-dir") {
+            cmd.arg("--data-dir").arg(temp_dir("data"));
+        }
+        let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let (tx, rx) = mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -147,6 +158,25 @@ impl Daemon {
                 Ok(line) if line.contains(needle) => return line,
                 Ok(_) => {}
                 Err(_) => panic!("no log line with {needle:?} within {within:?}"),
+            }
+        }
+    }
+
+    /// Every log line up to and including the first containing `needle`.
+    pub fn lines_until(&mut self, needle: &str, within: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + within;
+        let mut lines = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.logs.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.contains(needle);
+                    lines.push(line);
+                    if done {
+                        return lines;
+                    }
+                }
+                Err(_) => panic!("no log line with {needle:?} within {within:?}; saw {lines:#?}"),
             }
         }
     }
@@ -228,14 +258,25 @@ impl Received {
 pub fn recording_server(
     reply: &'static [u8],
 ) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<Received>>>) {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = seen.clone();
+    let addr = answering_server(move |r| {
+        log.lock().unwrap().push(r.clone());
+        reply.to_vec()
+    });
+    (addr, seen)
+}
+
+/// A server that answers each request (one per connection) with what `respond` returns
+/// for it. Replies should say `Connection: close`.
+pub fn answering_server(respond: impl Fn(&Received) -> Vec<u8> + Send + Sync + 'static) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let respond = std::sync::Arc::new(respond);
     std::thread::spawn(move || {
         for stream in l.incoming() {
             let Ok(mut s) = stream else { continue };
-            let log = log.clone();
+            let respond = respond.clone();
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 1 << 16];
                 let mut data = Vec::new();
@@ -269,15 +310,95 @@ pub fn recording_server(
                     }
                 }
                 let body = data[head_end..(head_end + length).min(data.len())].to_vec();
-                log.lock().unwrap().push(Received {
+                let received = Received {
                     method,
                     path,
                     headers,
                     body,
-                });
-                let _ = s.write_all(reply);
+                };
+                let _ = s.write_all(&respond(&received));
             });
         }
     });
-    (addr, seen)
+    addr
+}
+
+/// An HTTP/1.1 reply with a body, closing the connection.
+pub fn reply(status: u16, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A fake paging receiver (PagerDuty, webhook): records every request with the status
+/// it answered, and answers what the test sets (202, 503, 400 ...).
+pub struct FakeReceiver {
+    pub addr: SocketAddr,
+    pub status: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    pub calls: std::sync::Arc<std::sync::Mutex<Vec<(Received, u16)>>>,
+}
+
+impl FakeReceiver {
+    pub fn start(status: u16) -> FakeReceiver {
+        let status = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(status));
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (answer, log) = (status.clone(), calls.clone());
+        let addr = answering_server(move |r| {
+            let s = answer.load(std::sync::atomic::Ordering::SeqCst);
+            log.lock().unwrap().push((r.clone(), s));
+            reply(
+                s,
+                if s < 300 {
+                    "{\"status\":\"success\"}"
+                } else {
+                    "{\"status\":\"nope\"}"
+                },
+            )
+        });
+        FakeReceiver { addr, status, calls }
+    }
+
+    pub fn set_status(&self, status: u16) {
+        self.status.store(status, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Bodies of the requests it accepted (2xx).
+    pub fn accepted(&self) -> Vec<serde_json::Value> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| (200..300).contains(s))
+            .map(|(r, _)| r.json())
+            .collect()
+    }
+
+    pub fn call_count(&self) -> usize {
+        self.calls.lock().unwrap().len()
+    }
+}
+
+/// An endpoint that is healthy (200) or down (503) as the test says.
+pub fn switch_server(healthy: std::sync::Arc<std::sync::atomic::AtomicBool>) -> SocketAddr {
+    answering_server(move |_| {
+        if healthy.load(std::sync::atomic::Ordering::SeqCst) {
+            reply(200, "{\"status\":\"ok\"}")
+        } else {
+            reply(503, "{\"error\":\"model is loading\"}")
+        }
+    })
+}
+
+/// Waits until `check` holds, polling; panics with `what` after `within`.
+pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -1,0 +1,394 @@
+//! Delivering notifications: one [`Receiver`] per configured receiver (Alertmanager,
+//! PagerDuty, webhook, Slack; one file per format), and one delivery loop per receiver
+//! that drains its part of the durable outbox in order.
+//!
+//! Delivery is at least once: a notification leaves the outbox only after the receiver
+//! accepted it, so a crash in between sends it again on restart. Every format carries a
+//! key the receiver deduplicates on (PagerDuty's `dedup_key`, Alertmanager's label set,
+//! the webhook's `id`), which makes that repeat harmless.
+//!
+//! Retry rules: 5xx, 408, 429 and network errors are retried with exponential backoff
+//! and jitter (a 429's Retry-After is honoured), up to `max_backoff` between tries and
+//! `give_up_after` in all; any other 4xx is the receiver saying the page is wrong, which
+//! no retry will fix: it is dropped, logged and counted.
+
+mod alertmanager;
+mod pagerduty;
+mod webhook;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::alert::{Alert, Event, Firing, Notification};
+use crate::config::{ReceiverConfig, ReceiverKind};
+use crate::metrics::Metrics;
+use crate::net::TlsRoots;
+use crate::store::Store;
+
+/// Alertmanager expects active alerts to be re-sent every 30 s to 3 min; Prometheus
+/// uses 1 min, and so do we.
+pub const RESEND_INTERVAL: Duration = Duration::from_secs(60);
+/// First retry delay; doubles per attempt up to the receiver's `max_backoff`.
+const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+/// Response bytes kept for error messages.
+const MAX_ERROR_BODY: usize = 512;
+
+/// What a receiver made of one attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    Accepted,
+    /// Worth trying again (5xx, 408, 429, network), not before `after` if given.
+    Retry {
+        after: Option<Duration>,
+        why: String,
+    },
+    /// The receiver refused it for good (4xx).
+    Rejected {
+        why: String,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiverError {
+    #[error("receiver \"{name}\": {message}")]
+    Build { name: String, message: String },
+}
+
+/// A configured receiver, ready to send.
+pub struct Receiver {
+    pub config: ReceiverConfig,
+    client: reqwest::Client,
+}
+
+impl Receiver {
+    pub fn build(config: ReceiverConfig, roots: &TlsRoots) -> Result<Receiver, ReceiverError> {
+        let err = |message: String| ReceiverError::Build {
+            name: config.name.clone(),
+            message,
+        };
+        let tls = roots
+            .client_config(config.ca_file.as_deref())
+            .map_err(|e| err(e.to_string()))?;
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured((*tls).clone())
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(5)))
+            // A redirect from a paging endpoint is a misconfiguration to report, not
+            // a place to post a page to.
+            .redirect(reqwest::redirect::Policy::none())
+            // Retries are ours, counted and visible.
+            .retry(reqwest::retry::never())
+            .user_agent(concat!("inferprobe/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| err(e.to_string()))?;
+        Ok(Receiver { config, client })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Sends one notification.
+    pub async fn send(&self, n: &Notification, now: SystemTime) -> Delivery {
+        let (url, body) = match self.config.kind {
+            ReceiverKind::Alertmanager => (
+                alertmanager::alerts_url(self.config.url.expose()),
+                alertmanager::body(&[(&n.alert, n.event)], now),
+            ),
+            ReceiverKind::Pagerduty => {
+                let key = self
+                    .config
+                    .routing_key
+                    .as_ref()
+                    .map(|k| k.expose())
+                    .unwrap_or_default();
+                (self.config.url.expose().to_owned(), pagerduty::body(n, key))
+            }
+            ReceiverKind::Webhook => (self.config.url.expose().to_owned(), webhook::body(n, now)),
+            ReceiverKind::Slack => (self.config.url.expose().to_owned(), webhook::slack_body(n)),
+        };
+        self.post(&url, &body).await
+    }
+
+    /// Alertmanager only: re-sends the alerts still active, so they do not expire.
+    async fn resend(&self, active: &[Firing], now: SystemTime) -> Delivery {
+        let alerts: Vec<(&Alert, Event)> = active
+            .iter()
+            .filter(|f| f.receivers.iter().any(|r| r == &self.config.name))
+            .map(|f| {
+                let event = if f.alert.resolved_at.is_some() {
+                    Event::Resolved
+                } else {
+                    Event::Firing
+                };
+                (&f.alert, event)
+            })
+            .collect();
+        if alerts.is_empty() {
+            return Delivery::Accepted;
+        }
+        let url = alertmanager::alerts_url(self.config.url.expose());
+        self.post(&url, &alertmanager::body(&alerts, now)).await
+    }
+
+    async fn post(&self, url: &str, body: &serde_json::Value) -> Delivery {
+        let mut request = self.client.post(url).json(body);
+        for (name, value) in &self.config.headers {
+            request = request.header(name, value.expose());
+        }
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return Delivery::Retry {
+                    after: None,
+                    why: describe_error(e),
+                };
+            }
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = read_capped(response).await;
+        classify(status.as_u16(), retry_after, &text)
+    }
+}
+
+/// The retry rules, from a response.
+fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery {
+    let why = || {
+        let body = body.trim();
+        if body.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            format!("HTTP {status}: {body}")
+        }
+    };
+    match status {
+        200..=299 => Delivery::Accepted,
+        408 | 429 => Delivery::Retry {
+            after: retry_after,
+            why: why(),
+        },
+        500..=599 => Delivery::Retry {
+            after: retry_after,
+            why: why(),
+        },
+        _ => Delivery::Rejected { why: why() },
+    }
+}
+
+/// reqwest's error text without the URL (a Slack URL is a secret).
+fn describe_error(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+async fn read_capped(mut response: reqwest::Response) -> String {
+    let mut out = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        out.extend_from_slice(&chunk);
+        if out.len() >= MAX_ERROR_BODY {
+            out.truncate(MAX_ERROR_BODY);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Exponential backoff with jitter: attempt 1 waits about 1 s, then 2, 4, ... up to
+/// `max`, each scaled by a random factor in [0.5, 1) so that agents which lost the same
+/// receiver at the same moment do not retry in lockstep.
+pub fn backoff(attempts: u32, max: Duration) -> Duration {
+    let exp = INITIAL_BACKOFF.saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
+    exp.min(max).mul_f64(0.5 + 0.5 * random_unit())
+}
+
+/// A random number in [0, 1) from the std hasher's per-process random keys.
+fn random_unit() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What a delivery loop needs besides its receiver.
+#[derive(Clone)]
+pub struct Outbox {
+    pub store: Arc<Store>,
+    pub metrics: Arc<Metrics>,
+    /// Alerts active now, for Alertmanager's re-sends.
+    pub active: watch::Receiver<Arc<Vec<Firing>>>,
+}
+
+/// Drains `receiver`'s outbox until `cancel`: oldest first, each until accepted,
+/// rejected or expired. `wake` is notified when something is enqueued.
+pub async fn deliver(receiver: Arc<Receiver>, outbox: Outbox, wake: Arc<Notify>, cancel: CancellationToken) {
+    let name = receiver.name().to_owned();
+    let mut next_resend = tokio::time::Instant::now() + RESEND_INTERVAL;
+    loop {
+        let store = outbox.store.clone();
+        let lookup = name.clone();
+        let head = match tokio::task::spawn_blocking(move || store.next_pending(&lookup)).await {
+            Ok(Ok(head)) => head,
+            Ok(Err(e)) => {
+                tracing::error!(receiver = %name, error = %e, "Cannot read the outbox; retrying in 5 s.");
+                sleep_or_cancel(Duration::from_secs(5), &cancel).await;
+                if cancel.is_cancelled() {
+                    return;
+                }
+                continue;
+            }
+            Err(_) => return,
+        };
+        let Some(pending) = head else {
+            // Nothing queued: wait for work, or for the next Alertmanager re-send.
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep_until(next_resend), if receiver.config.kind == ReceiverKind::Alertmanager => {
+                    next_resend = tokio::time::Instant::now() + RESEND_INTERVAL;
+                    let active = outbox.active.borrow().clone();
+                    if let Delivery::Retry { why, .. } | Delivery::Rejected { why } = receiver.resend(&active, SystemTime::now()).await {
+                        tracing::warn!(receiver = %name, error = %why, "Re-sending active alerts to Alertmanager failed; next try in 1 min.");
+                    }
+                }
+            }
+            continue;
+        };
+        let now = SystemTime::now();
+        if let Ok(wait) = pending.next_attempt_at.duration_since(now)
+            && !wait.is_zero()
+        {
+            sleep_or_cancel(wait, &cancel).await;
+            if cancel.is_cancelled() {
+                return;
+            }
+            continue;
+        }
+        let notification: Notification = match serde_json::from_str(&pending.payload) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(receiver = %name, id = pending.id, error = %e, "Dropping an unreadable notification from the outbox.");
+                remove(&outbox, pending.id).await;
+                continue;
+            }
+        };
+        let event = notification.event.as_str();
+        if now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after {
+            tracing::error!(receiver = %name, id = %notification.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
+            outbox.metrics.notification(&name, event, "expired");
+            remove(&outbox, pending.id).await;
+            continue;
+        }
+        let result = tokio::select! {
+            _ = cancel.cancelled() => return,
+            r = receiver.send(&notification, now) => r,
+        };
+        match result {
+            Delivery::Accepted => {
+                outbox.metrics.notification(&name, event, "delivered");
+                remove(&outbox, pending.id).await;
+                tracing::info!(receiver = %name, id = %notification.id, event, summary = %notification.alert.summary, "Notification delivered.");
+            }
+            Delivery::Rejected { why } => {
+                outbox.metrics.notification(&name, event, "rejected");
+                remove(&outbox, pending.id).await;
+                tracing::error!(receiver = %name, id = %notification.id, event, error = %why, "Receiver rejected a notification; dropped (a 4xx is not retried).");
+            }
+            Delivery::Retry { after, why } => {
+                outbox.metrics.notification(&name, event, "failed");
+                let attempts = pending.attempts + 1;
+                let wait = backoff(attempts, receiver.config.max_backoff).max(after.unwrap_or_default());
+                tracing::warn!(receiver = %name, id = %notification.id, event, attempts, retry_in = ?wait, error = %why, "Notification not delivered; will retry.");
+                let store = outbox.store.clone();
+                let id = pending.id;
+                let _ = tokio::task::spawn_blocking(move || {
+                    store.retry_at(id, attempts, SystemTime::now() + wait)
+                })
+                .await;
+            }
+        }
+        publish_pending(&outbox, &name).await;
+    }
+}
+
+async fn remove(outbox: &Outbox, id: i64) {
+    let store = outbox.store.clone();
+    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || store.remove(id)).await {
+        tracing::error!(error = %e, "Cannot remove a notification from the outbox.");
+    }
+}
+
+/// Updates `inferprobe_notifications_pending` for one receiver from the store.
+async fn publish_pending(outbox: &Outbox, receiver: &str) {
+    let store = outbox.store.clone();
+    let name = receiver.to_owned();
+    if let Ok(Ok(n)) = tokio::task::spawn_blocking(move || store.pending_count(&name)).await {
+        outbox.metrics.notifications_pending(receiver, n);
+    }
+}
+
+async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) {
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = tokio::time::sleep(d) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_rules_follow_the_status() {
+        assert_eq!(classify(200, None, ""), Delivery::Accepted);
+        assert_eq!(classify(202, None, "{}"), Delivery::Accepted);
+        for s in [500, 502, 503, 408] {
+            assert!(matches!(classify(s, None, ""), Delivery::Retry { .. }), "{s}");
+        }
+        assert_eq!(
+            classify(429, Some(Duration::from_secs(7)), "slow down"),
+            Delivery::Retry {
+                after: Some(Duration::from_secs(7)),
+                why: "HTTP 429: slow down".into()
+            }
+        );
+        for s in [400, 401, 403, 404, 413] {
+            assert!(matches!(classify(s, None, ""), Delivery::Rejected { .. }), "{s}");
+        }
+        // A redirect is not followed: reported, not retried.
+        assert!(matches!(classify(302, None, ""), Delivery::Rejected { .. }));
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap() {
+        let max = Duration::from_secs(300);
+        for attempt in 1..=12 {
+            let full = INITIAL_BACKOFF.saturating_mul(1 << (attempt - 1)).min(max);
+            for _ in 0..20 {
+                let d = backoff(attempt, max);
+                assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} vs {full:?}");
+            }
+        }
+        assert!(backoff(1000, max) <= max);
+    }
+}

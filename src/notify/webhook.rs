@@ -1,0 +1,70 @@
+//! Generic webhooks and Slack incoming webhooks.
+//!
+//! The webhook body (documented in the README) is one JSON object per notification:
+//! `version`, a unique `id` to deduplicate on, the `event` (firing, reminder, resolved),
+//! `sent_at`, and the `alert` with every field of the page. Slack gets a `text` message.
+
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+
+use crate::alert::{Event, Notification, rfc3339};
+
+pub fn body(n: &Notification, now: SystemTime) -> Value {
+    let a = &n.alert;
+    let labels: Map<String, Value> = a
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    json!({
+        "version": "1",
+        "id": n.id,
+        "event": n.event.as_str(),
+        "sent_at": rfc3339(now),
+        "alert": {
+            "alertname": a.alertname(),
+            "condition": a.condition,
+            "severity": a.severity.as_str(),
+            "dedup_key": a.dedup_key,
+            "probe": a.probe,
+            "location": a.location,
+            "kind": a.kind,
+            "model": a.model,
+            "endpoint": a.endpoint,
+            "labels": labels,
+            "summary": a.summary,
+            "description": a.description,
+            "reason": a.reason,
+            "last_status": a.last_status,
+            "last_error": a.last_error,
+            "since": rfc3339(a.since),
+            "fired_at": rfc3339(a.fired_at),
+            "resolved_at": a.resolved_at.map(rfc3339),
+            "bad_runs": a.bad_runs,
+            "last_good": a.last_good.as_ref().map(|g| json!({
+                "at": rfc3339(g.at),
+                "ttft_seconds": g.ttft_seconds,
+                "total_seconds": g.total_seconds,
+            })),
+            "runbook_url": a.runbook_url,
+            "api_url": a.api_url,
+        },
+    })
+}
+
+pub fn slack_body(n: &Notification) -> Value {
+    let a = &n.alert;
+    let mark = match n.event {
+        Event::Firing => ":rotating_light:",
+        Event::Reminder => ":bell: Still firing:",
+        Event::Resolved => ":white_check_mark:",
+    };
+    let text = format!(
+        "{mark} *{}* ({})\n{}",
+        a.summary,
+        a.severity.as_str(),
+        a.description
+    );
+    json!({ "text": text })
+}

@@ -1,0 +1,316 @@
+//! The durable store: one SQLite file in the data directory (`inferprobe.db`), holding
+//! alert state and the outbox of undelivered notifications, and later the run history.
+//!
+//! Why SQLite (rusqlite, compiled in): transactions make "save the alert state and
+//! enqueue its notifications" one atomic step, so a `kill -9` between the two cannot
+//! lose a page or send one twice; WAL mode survives a process crash with
+//! `synchronous=NORMAL`; SQL fits the history queries of the status page and report; and
+//! an operator can open the file with the `sqlite3` shell. One agent owns a data
+//! directory: a lock file stops a second one from sending the same pages.
+//!
+//! The store knows nothing of alerts: states and notifications are opaque JSON text.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create the data directory {path}: {source}")]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("the data directory {path} is in use by another inferprobe (lock file {lock})")]
+    Locked { path: PathBuf, lock: PathBuf },
+    #[error("cannot lock {path}: {source}")]
+    Lock { path: PathBuf, source: std::io::Error },
+    #[error("cannot open {path}: {source}")]
+    Open { path: PathBuf, source: rusqlite::Error },
+    #[error("store: {0}")]
+    Sql(#[from] rusqlite::Error),
+}
+
+/// A notification waiting for one receiver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub id: i64,
+    pub receiver: String,
+    pub payload: String,
+    pub created_at: SystemTime,
+    pub attempts: u32,
+    pub next_attempt_at: SystemTime,
+}
+
+pub struct Store {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+    /// Held (locked) for the store's life.
+    _lock: File,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS alert_state (
+    probe      TEXT NOT NULL,
+    location   TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (probe, location)
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    receiver        TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outbox_by_receiver ON outbox (receiver, id);
+";
+
+impl Store {
+    /// Opens (creating if needed) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let lock_path = dir.join("inferprobe.lock");
+        let lock = File::create(&lock_path).map_err(|source| StoreError::Lock {
+            path: lock_path.clone(),
+            source,
+        })?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked {
+                    path: dir.to_owned(),
+                    lock: lock_path,
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(StoreError::Lock {
+                    path: lock_path,
+                    source,
+                });
+            }
+        }
+        let path = dir.join("inferprobe.db");
+        let open_err = |source| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
+        // WAL + NORMAL: a commit survives a crash of the process (kill -9); only a power
+        // loss may take the last transactions, and it costs no fsync per commit.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        Ok(Store {
+            path,
+            conn: Mutex::new(conn),
+            _lock: lock,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (the transaction
+        // rolls back on drop), so a poisoned lock is safe to take over.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The saved alert states of this location's probes.
+    pub fn alert_states(&self, location: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare("SELECT probe, state FROM alert_state WHERE location = ?1 ORDER BY probe")?;
+        let rows = stmt.query_map([location], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// In one transaction: saves (or, for `None`, deletes) alert states and enqueues
+    /// notifications as `(receiver, payload)`.
+    pub fn commit(
+        &self,
+        location: &str,
+        states: &[(String, Option<String>)],
+        notifications: &[(String, String)],
+        now: SystemTime,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        let now = unix_ms(now);
+        for (probe, state) in states {
+            match state {
+                Some(state) => tx.execute(
+                    "INSERT INTO alert_state (probe, location, state, updated_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (probe, location) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
+                    params![probe, location, state, now],
+                )?,
+                None => tx.execute(
+                    "DELETE FROM alert_state WHERE probe = ?1 AND location = ?2",
+                    params![probe, location],
+                )?,
+            };
+        }
+        for (receiver, payload) in notifications {
+            tx.execute(
+                "INSERT INTO outbox (receiver, payload, created_at, next_attempt_at) VALUES (?1, ?2, ?3, ?3)",
+                params![receiver, payload, now],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The oldest notification waiting for `receiver`: receivers get them in order, so
+    /// a resolve never overtakes its trigger.
+    pub fn next_pending(&self, receiver: &str) -> Result<Option<Pending>, StoreError> {
+        let conn = self.conn();
+        let row = conn
+            .query_row(
+                "SELECT id, receiver, payload, created_at, attempts, next_attempt_at FROM outbox
+                 WHERE receiver = ?1 ORDER BY id LIMIT 1",
+                [receiver],
+                |r| {
+                    Ok(Pending {
+                        id: r.get(0)?,
+                        receiver: r.get(1)?,
+                        payload: r.get(2)?,
+                        created_at: from_unix_ms(r.get(3)?),
+                        attempts: r.get(4)?,
+                        next_attempt_at: from_unix_ms(r.get(5)?),
+                    })
+                },
+            )
+            .optional()?;
+        Ok(row)
+    }
+
+    /// Removes a notification that was delivered (or given up).
+    pub fn remove(&self, id: i64) -> Result<(), StoreError> {
+        self.conn().execute("DELETE FROM outbox WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
+    /// Records a failed attempt and when to try again.
+    pub fn retry_at(&self, id: i64, attempts: u32, next: SystemTime) -> Result<(), StoreError> {
+        self.conn().execute(
+            "UPDATE outbox SET attempts = ?2, next_attempt_at = ?3 WHERE id = ?1",
+            params![id, attempts, unix_ms(next)],
+        )?;
+        Ok(())
+    }
+
+    /// Notifications waiting for one receiver.
+    pub fn pending_count(&self, receiver: &str) -> Result<u64, StoreError> {
+        let n: i64 = self.conn().query_row(
+            "SELECT COUNT(*) FROM outbox WHERE receiver = ?1",
+            [receiver],
+            |r| r.get(0),
+        )?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// Notifications waiting, by receiver.
+    pub fn pending_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare("SELECT receiver, COUNT(*) FROM outbox GROUP BY receiver ORDER BY receiver")?;
+        let rows = stmt.query_map([], |r| {
+            let n: i64 = r.get(1)?;
+            Ok((r.get(0)?, u64::try_from(n).unwrap_or(0)))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn unix_ms(t: SystemTime) -> i64 {
+    i64::try_from(t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
+}
+
+fn from_unix_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("inferprobe-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn states_and_the_outbox_survive_reopening() {
+        let dir = temp_dir("reopen");
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        {
+            let store = Store::open(&dir).unwrap();
+            store
+                .commit(
+                    "eu",
+                    &[
+                        ("a".into(), Some("{\"x\":1}".into())),
+                        ("b".into(), Some("{}".into())),
+                    ],
+                    &[
+                        ("pager".into(), "one".into()),
+                        ("pager".into(), "two".into()),
+                        ("hook".into(), "one".into()),
+                    ],
+                    now,
+                )
+                .unwrap();
+            store.commit("eu", &[("b".into(), None)], &[], now).unwrap();
+        }
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(
+            store.alert_states("eu").unwrap(),
+            [("a".to_owned(), "{\"x\":1}".to_owned())]
+        );
+        assert!(store.alert_states("us").unwrap().is_empty());
+        assert_eq!(
+            store.pending_counts().unwrap(),
+            [("hook".to_owned(), 1), ("pager".to_owned(), 2)]
+        );
+        let first = store.next_pending("pager").unwrap().unwrap();
+        assert_eq!(
+            (first.payload.as_str(), first.attempts, first.created_at),
+            ("one", 0, now)
+        );
+        store.retry_at(first.id, 1, now + Duration::from_secs(5)).unwrap();
+        let again = store.next_pending("pager").unwrap().unwrap();
+        assert_eq!((again.id, again.attempts), (first.id, 1));
+        assert_eq!(again.next_attempt_at, now + Duration::from_secs(5));
+        store.remove(first.id).unwrap();
+        assert_eq!(store.next_pending("pager").unwrap().unwrap().payload, "two");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_second_agent_cannot_open_the_same_data_directory() {
+        let dir = temp_dir("lock");
+        let _first = Store::open(&dir).unwrap();
+        match Store::open(&dir) {
+            Err(StoreError::Locked { .. }) => {}
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
