@@ -470,14 +470,15 @@ impl Paging {
                     }
                 }
             }
-            let firing: Vec<(&'static str, &'static str)> = alerting
-                .firing()
-                .iter()
-                .map(|a| (a.condition.as_str(), a.severity.as_str()))
-                .collect();
-            self.metrics.alerts_firing(&firing);
-            self.active.send_replace(Arc::new(alerting.active(now)));
         }
+        // A firing alert's details change with each failed run: publish them too.
+        let firing: Vec<(&'static str, &'static str)> = alerting
+            .firing()
+            .iter()
+            .map(|a| (a.condition.as_str(), a.severity.as_str()))
+            .collect();
+        self.metrics.alerts_firing(&firing);
+        self.active.send_replace(Arc::new(alerting.active(now)));
     }
 
     fn stop(&self) {

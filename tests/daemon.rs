@@ -304,14 +304,34 @@ fn the_demo_shows_live_results_without_any_model_server() {
             .iter()
             .filter(|p| !p["last_run"].is_null())
             .count();
-        if probes_seen == 9 {
+        if probes_seen == 10 {
             break;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+    assert_eq!(probes_seen, 10, "not every demo probe reported within 25 s");
+    // The always-failing probe's down alert fires after its second run (10 s apart).
+    let mut alerts = serde_json::Value::Null;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        alerts = serde_json::from_str(&http_get(&addr, "/api/v1/alerts", None).2).unwrap();
+        if alerts["alerts"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(probes_seen, 9, "not every demo probe reported within 25 s");
+    let first = &alerts["alerts"][0];
+    assert_eq!(
+        (
+            first["probe"].as_str(),
+            first["alertname"].as_str(),
+            first["state"].as_str()
+        ),
+        (Some("chat-down"), Some("InferenceEndpointDown"), Some("firing")),
+        "{alerts}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
