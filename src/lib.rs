@@ -310,12 +310,21 @@ struct Delivering {
     config: ReceiverConfig,
     wake: Arc<Notify>,
     cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// The alert state machine and what it decided but could not save yet.
+struct PagingState {
+    alerting: Alerting,
+    /// Changes a failed commit left behind (disk full, I/O error): retried with the
+    /// next commit, so a page is late rather than lost.
+    unsaved: Changes,
 }
 
 /// Paging, wired: the alert state machine, the store that keeps its state and outbox,
 /// and one delivery loop per receiver.
 struct Paging {
-    alerting: Mutex<Alerting>,
+    state: Mutex<PagingState>,
     store: Arc<Store>,
     location: String,
     metrics: Arc<Metrics>,
@@ -341,15 +350,23 @@ impl Paging {
         if firing > 0 {
             tracing::info!(firing, "Restored alert state: alerts still firing.");
         }
-        let (active, _) = watch::channel(Arc::new(alerting.active(SystemTime::now())));
-        Ok(Paging {
-            alerting: Mutex::new(alerting),
+        let (active, _) = watch::channel(Arc::new(Vec::new()));
+        let paging = Paging {
+            state: Mutex::new(PagingState {
+                alerting,
+                unsaved: Changes::default(),
+            }),
             store,
             location: location.to_owned(),
             metrics,
             active,
             receivers: Mutex::new(HashMap::new()),
-        })
+        };
+        paging.publish(
+            &mut paging.state.lock().expect("paging lock").alerting,
+            SystemTime::now(),
+        );
+        Ok(paging)
     }
 
     fn build_receivers(
@@ -363,38 +380,66 @@ impl Paging {
             .collect()
     }
 
-    /// New rules and receivers: delivery loops of changed receivers restart (their
-    /// queued notifications stay in the outbox), and alerts of removed probes resolve.
+    /// New rules and receivers: delivery loops of changed receivers are replaced (the
+    /// old one finishes its current send first; queued notifications stay in the
+    /// outbox), and alerts of removed probes resolve.
     fn configure(&self, config: &Config, receivers: Vec<Receiver>) {
         {
             let mut running = self.receivers.lock().expect("receivers lock");
-            running.retain(|name, d| {
-                let keep = config.receivers.iter().any(|c| &c.name == name && *c == d.config);
-                if !keep {
+            let mut replaced = HashMap::new();
+            for (name, d) in std::mem::take(&mut *running) {
+                if config.receivers.iter().any(|c| c.name == name && *c == d.config) {
+                    running.insert(name, d);
+                } else {
                     d.cancel.cancel();
+                    replaced.insert(name, d.task);
                 }
-                keep
-            });
+            }
             for receiver in receivers {
                 if running.contains_key(receiver.name()) {
                     continue;
                 }
-                let delivering = Delivering {
-                    config: receiver.config.clone(),
-                    wake: Arc::new(Notify::new()),
-                    cancel: CancellationToken::new(),
-                };
-                tokio::spawn(notify::deliver(
+                let wake = Arc::new(Notify::new());
+                let cancel = CancellationToken::new();
+                let config = receiver.config.clone();
+                let previous = replaced.remove(receiver.name());
+                let task = tokio::spawn(notify::deliver(
                     Arc::new(receiver),
                     Outbox {
                         store: self.store.clone(),
                         metrics: self.metrics.clone(),
                         active: self.active.subscribe(),
                     },
-                    delivering.wake.clone(),
-                    delivering.cancel.clone(),
+                    wake.clone(),
+                    cancel.clone(),
+                    previous,
                 ));
-                running.insert(delivering.config.name.clone(), delivering);
+                running.insert(
+                    config.name.clone(),
+                    Delivering {
+                        config,
+                        wake,
+                        cancel,
+                        task,
+                    },
+                );
+            }
+        }
+        // Notifications for receivers no longer in the file would wait forever.
+        if let Ok(pending) = self.store.pending_counts() {
+            for (receiver, n) in pending {
+                if !config.receivers.iter().any(|r| r.name == receiver) {
+                    tracing::warn!(receiver = %receiver, dropped = n, "Dropping notifications queued for a receiver that is no longer configured.");
+                    if let Err(e) = self.store.remove_receiver(&receiver) {
+                        tracing::error!(error = %e, "Cannot drop them.");
+                    }
+                    self.metrics.notifications_pending(&receiver, 0);
+                }
+            }
+        }
+        for r in &config.receivers {
+            if let Ok(n) = self.store.pending_count(&r.name) {
+                self.metrics.notifications_pending(&r.name, n);
             }
         }
         let rules = config
@@ -409,40 +454,27 @@ impl Paging {
             })
             .collect();
         let now = SystemTime::now();
-        let mut alerting = self.alerting.lock().expect("alerting lock");
-        let changes = alerting.configure(rules, now);
-        self.commit(&mut alerting, changes, now);
-        for r in &config.receivers {
-            if let Ok(n) = self.store.pending_count(&r.name) {
-                self.metrics.notifications_pending(&r.name, n);
-            }
-        }
-        if let Ok(pending) = self.store.pending_counts() {
-            for (receiver, n) in pending {
-                if !config.receivers.iter().any(|r| r.name == receiver) {
-                    tracing::warn!(receiver = %receiver, pending = n, "Notifications wait for a receiver that is not configured; they go out if it comes back.");
-                }
-            }
-        }
+        let mut state = self.state.lock().expect("paging lock");
+        let changes = state.alerting.configure(rules, now);
+        self.commit(&mut state, changes, now);
     }
 
+    /// Folds one run in. Blocking (SQLite): call it off the async workers.
     fn observe(&self, outcome: &Outcome) {
         let now = SystemTime::now();
-        let mut alerting = self.alerting.lock().expect("alerting lock");
-        let changes = alerting.observe(outcome, now);
-        self.commit(&mut alerting, changes, now);
+        let mut state = self.state.lock().expect("paging lock");
+        let changes = state.alerting.observe(outcome, now);
+        self.commit(&mut state, changes, now);
     }
 
-    /// Saves state and enqueues notifications in one transaction, then wakes the
-    /// delivery loops. Runs under the alerting lock, so commits keep their order.
-    fn commit(&self, alerting: &mut Alerting, changes: Changes, now: SystemTime) {
-        if changes == Changes::default() {
+    /// Saves state and enqueues notifications in one transaction, publishes the alert
+    /// board, then wakes the delivery loops. Runs under the paging lock, so commits
+    /// keep their order.
+    fn commit(&self, state: &mut PagingState, changes: Changes, now: SystemTime) {
+        if changes == Changes::default() && state.unsaved == Changes::default() {
             return;
         }
-        let mut rows = Vec::new();
         for n in &changes.notifications {
-            let payload = serde_json::to_string(n).expect("notifications serialize");
-            rows.extend(n.receivers.iter().map(|r| (r.clone(), payload.clone())));
             tracing::warn!(
                 probe = %n.alert.probe,
                 event = n.event.as_str(),
@@ -453,25 +485,53 @@ impl Paging {
                 n.event.as_str()
             );
         }
-        // SQLite in this task: it happens only when an alert's state changes, and
-        // takes well under a millisecond in WAL mode.
-        if let Err(e) = self.store.commit(&self.location, &changes.saved, &rows, now) {
-            tracing::error!(error = %e, "Cannot save alert state and notifications; pages may be lost on a crash.");
+        let mut all = std::mem::take(&mut state.unsaved);
+        all.notifications.extend(changes.notifications);
+        for (probe, saved) in changes.saved {
+            all.saved.retain(|(p, _)| *p != probe);
+            all.saved.push((probe, saved));
         }
-        if !changes.notifications.is_empty() {
-            let receivers = self.receivers.lock().expect("receivers lock");
-            for n in &changes.notifications {
-                for r in &n.receivers {
-                    if let Some(d) = receivers.get(r) {
-                        d.wake.notify_one();
-                    }
-                    if let Ok(pending) = self.store.pending_count(r) {
-                        self.metrics.notifications_pending(r, pending);
-                    }
+        let configured: Vec<String> = self
+            .receivers
+            .lock()
+            .expect("receivers lock")
+            .keys()
+            .cloned()
+            .collect();
+        let mut rows = Vec::new();
+        for n in &all.notifications {
+            let payload = serde_json::to_string(n).expect("notifications serialize");
+            for r in &n.receivers {
+                if configured.contains(r) {
+                    rows.push((r.clone(), payload.clone()));
+                } else {
+                    tracing::warn!(receiver = %r, id = %n.id, "Not queued: the receiver is no longer configured.");
                 }
             }
         }
-        // A firing alert's details change with each failed run: publish them too.
+        if let Err(e) = self.store.commit(&self.location, &all.saved, &rows, now) {
+            tracing::error!(error = %e, pending = all.notifications.len(), "Cannot save alert state and notifications; retrying with the next run.");
+            state.unsaved = all;
+            return;
+        }
+        self.publish(&mut state.alerting, now);
+        if !all.notifications.is_empty() {
+            let receivers = self.receivers.lock().expect("receivers lock");
+            for (r, _) in &rows {
+                if let Some(d) = receivers.get(r) {
+                    d.wake.notify_one();
+                }
+            }
+            for r in &configured {
+                if let Ok(pending) = self.store.pending_count(r) {
+                    self.metrics.notifications_pending(r, pending);
+                }
+            }
+        }
+    }
+
+    /// The alert board for the API and Alertmanager re-sends, and the firing gauge.
+    fn publish(&self, alerting: &mut Alerting, now: SystemTime) {
         let firing: Vec<(&'static str, &'static str)> = alerting
             .firing()
             .iter()
@@ -507,7 +567,17 @@ async fn fan_out(
                 if is_current {
                     metrics.record(&outcome);
                     latest.record(&outcome);
-                    paging.observe(&outcome);
+                    // Alert state lives in SQLite: off the async workers, in order.
+                    let paging = paging.clone();
+                    let run = tokio::task::spawn_blocking(move || {
+                        paging.observe(&outcome);
+                        outcome
+                    });
+                    match run.await {
+                        Ok(outcome) => log_outcome(&outcome),
+                        Err(e) => tracing::error!(error = %e, "Alerting failed on a run."),
+                    }
+                    continue;
                 }
                 log_outcome(&outcome);
             }

@@ -162,20 +162,28 @@ fn a_failing_endpoint_appears_in_alertmanager_and_resolves_when_it_recovers() {
         Duration::from_secs(20),
         || am.alerts_named("InferenceEndpointDown").is_empty(),
     );
-    agent.wait_for_log("Notification delivered.", Duration::from_secs(5));
+    let delivered = |m: &str| {
+        ["firing", "resolved"]
+            .iter()
+            .map(|e| {
+                let event = format!("event=\"{e}\"");
+                metric_sum(
+                    m,
+                    "inferprobe_notifications_total",
+                    &["receiver=\"am\"", &event, "result=\"delivered\""],
+                )
+            })
+            .sum::<f64>()
+    };
+    wait_until(
+        "firing and resolved counted as delivered",
+        Duration::from_secs(5),
+        || delivered(&agent.metrics()) == 2.0,
+    );
     let m = agent.metrics();
     assert_eq!(
         metric_sum(&m, "inferprobe_alerts_firing", &["down", "critical"]),
         0.0
-    );
-    assert_eq!(
-        metric_sum(
-            &m,
-            "inferprobe_notifications_total",
-            &["receiver=\"am\"", "result=\"delivered\""]
-        ),
-        2.0,
-        "{m}"
     );
     // The API lists the resolved alert for a while.
     let (_, _, body) = http_get(&agent.addr, "/api/v1/alerts", None);
@@ -330,6 +338,25 @@ fn a_page_raised_while_the_receiver_is_down_is_delivered_once_when_it_returns() 
     assert_eq!(hook.accepted()[1]["event"], "resolved");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!((pd.accepted().len(), hook.accepted().len()), (2, 2), "no repeats");
+
+    // The routing key and the webhook's token went to their receivers and nowhere else.
+    let mut surfaces = agent.all_logs.lock().unwrap().join("\n");
+    surfaces.push_str(&agent.metrics());
+    for path in [
+        "/api/v1/probes",
+        "/api/v1/alerts",
+        "/api/v1/probes/llm-health",
+        "/",
+    ] {
+        surfaces.push_str(&http_get(&agent.addr, path, None).2);
+    }
+    assert!(
+        surfaces.contains("Notification delivered."),
+        "the log was captured"
+    );
+    for secret in ["rk-0123456789", "hook-token"] {
+        assert!(!surfaces.contains(secret), "{secret} leaked");
+    }
 }
 
 #[test]
@@ -421,24 +448,29 @@ fn sigkill_in_every_state_neither_loses_nor_repeats_a_page() {
         .replace("failure_threshold: 2", "failure_threshold: 3");
     std::fs::write(&probes, text).unwrap();
     let start = || Daemon::start(&probes, &["--data-dir", &data_arg]);
-    let kill = |mut d: Daemon| {
+    // Kills the agent and returns its whole log.
+    let kill = |mut d: Daemon| -> Vec<String> {
         d.signal("KILL");
         let _ = d.child.wait();
+        std::thread::sleep(Duration::from_millis(200));
+        d.all_logs.lock().unwrap().clone()
     };
 
     let mut agent = start();
     agent.wait_for_log("Probe run finished.", Duration::from_secs(10));
 
-    // 1. Pending failure: one failed run of three, then killed.
+    // 1. Pending failure: a failed run (or two) of three, then killed.
     healthy.store(false, Ordering::SeqCst);
     agent.wait_for_log("Probe run failed.", Duration::from_secs(5));
-    kill(agent);
+    let before = kill(agent);
+    let failed_before = before.iter().filter(|l| l.contains("Probe run failed.")).count();
+    assert!(!before.iter().any(|l| l.contains("Alert firing.")), "{before:#?}");
     let mut agent = start();
-    // The streak continues: two more failures fire (not three). The alert is logged
-    // before its run's own line, so one failed run precedes it.
+    // The streak continues: the alert fires at the third failure counted over both
+    // processes (the alert is logged before its run's own line).
     let lines = agent.lines_until("Alert firing.", Duration::from_secs(10));
-    let failed = lines.iter().filter(|l| l.contains("Probe run failed.")).count();
-    assert_eq!(failed, 1, "{lines:#?}");
+    let failed_after = lines.iter().filter(|l| l.contains("Probe run failed.")).count();
+    assert_eq!(failed_before + failed_after + 1, 3, "{before:#?}\n{lines:#?}");
     assert!(
         lines.last().unwrap().contains("3 failed runs in a row"),
         "{lines:#?}"
@@ -478,12 +510,11 @@ fn sigkill_in_every_state_neither_loses_nor_repeats_a_page() {
     kill(agent);
     let mut agent = start();
     std::thread::sleep(Duration::from_secs(2));
-    healthy.store(false, Ordering::SeqCst);
-    agent.wait_for_log("Probe run failed.", Duration::from_secs(5));
-    // 5. Pending failure again, then killed after the alert fired but with the
-    // receivers down, so the page is queued when the agent dies.
+    // 5. The alert fires again while the receivers are down, so the page is queued
+    // when the agent dies.
     pd.set_status(503);
     hook.set_status(503);
+    healthy.store(false, Ordering::SeqCst);
     agent.wait_for_log("Alert firing.", Duration::from_secs(10));
     agent.wait_for_log("will retry", Duration::from_secs(5));
     kill(agent);
@@ -505,18 +536,26 @@ fn sigkill_in_every_state_neither_loses_nor_repeats_a_page() {
     });
     std::thread::sleep(Duration::from_secs(3));
 
-    let (pd_fired, pd_resolved, pd_dupes) = tally(
+    // PagerDuty events carry no id: a repeated delivery would show as the same event
+    // twice in a row.
+    let (pd_fired, pd_resolved, _) = tally(
         &pd,
         |b| b["event_action"].as_str().unwrap().to_owned(),
-        |b| format!("{}/{}", b["event_action"], b["payload"]["timestamp"]),
+        |b| b["event_action"].as_str().unwrap().to_owned(),
     );
+    let actions: Vec<String> = pd
+        .accepted()
+        .iter()
+        .map(|b| b["event_action"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(actions.windows(2).all(|w| w[0] != w[1]), "{actions:?}");
     let (hook_fired, hook_resolved, hook_dupes) = tally(
         &hook,
         |b| b["event"].as_str().unwrap().to_owned(),
         |b| b["id"].as_str().unwrap().to_owned(),
     );
     eprintln!(
-        "pagerduty: {pd_fired} triggers, {pd_resolved} resolves, duplicates {pd_dupes:?}; webhook: {hook_fired} firing, {hook_resolved} resolved, duplicates {hook_dupes:?}"
+        "pagerduty: {pd_fired} triggers, {pd_resolved} resolves, order {actions:?}; webhook: {hook_fired} firing, {hook_resolved} resolved, duplicates {hook_dupes:?}"
     );
     assert_eq!(
         (pd_fired, pd_resolved),
@@ -534,5 +573,47 @@ fn sigkill_in_every_state_neither_loses_nor_repeats_a_page() {
     assert_ne!(
         triggers[0]["payload"]["timestamp"],
         triggers[1]["payload"]["timestamp"]
+    );
+}
+
+/// Firing alerts are re-sent while they last (here every second, so `endsAt` is 4 s
+/// ahead): the alert stays in Alertmanager long past its first `endsAt`, and an alert
+/// that fires again soon after resolving is not undone by a re-send of the old resolve.
+#[test]
+fn alertmanager_keeps_a_re_sent_alert_and_a_re_fired_one() {
+    let Some(am) = Alertmanager::start() else { return };
+    let healthy = Arc::new(AtomicBool::new(false));
+    let endpoint = switch_server(healthy.clone());
+    let dir = temp_dir("am-resend");
+    let receivers = format!(
+        "  - name: am\n    kind: alertmanager\n    url: http://{}\n    resend_interval: 1s\n    max_backoff: 1s\n",
+        am.addr
+    );
+    let probes = config(&dir, &endpoint.to_string(), &receivers, "");
+    let agent = Daemon::start(&probes, &[]);
+    let active = || am.alerts_named("InferenceEndpointDown").len();
+    wait_until("the alert in Alertmanager", Duration::from_secs(20), || {
+        active() == 1
+    });
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(active(), 1, "re-sends keep it alive past its first endsAt");
+    healthy.store(true, Ordering::SeqCst);
+    wait_until("resolved", Duration::from_secs(20), || active() == 0);
+    healthy.store(false, Ordering::SeqCst);
+    wait_until("firing again", Duration::from_secs(20), || active() == 1);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        active(),
+        1,
+        "the old resolve, re-sent, must not undo the new alert"
+    );
+    let m = agent.metrics();
+    assert!(
+        metric_sum(
+            &m,
+            "inferprobe_notifications_total",
+            &["receiver=\"am\"", "event=\"resend\"", "result=\"delivered\""]
+        ) >= 5.0,
+        "{m}"
     );
 }

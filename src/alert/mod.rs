@@ -178,6 +178,15 @@ pub struct Firing {
     pub reminders: u32,
 }
 
+impl Firing {
+    /// Firing, or resolved within [`RESOLVED_RETENTION`]: still worth showing and re-sending.
+    pub fn is_current(&self, now: SystemTime) -> bool {
+        self.alert
+            .resolved_at
+            .is_none_or(|t| now.duration_since(t).unwrap_or_default() < RESOLVED_RETENTION)
+    }
+}
+
 /// Consecutive bad and good runs for one alert, and the alert if it fires.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Track {
@@ -297,7 +306,7 @@ impl Alerting {
             for track in [&mut state.down, &mut state.degraded] {
                 if let Some(firing) = track.firing.take() {
                     let note = "The probe was removed from the configuration.";
-                    changes.notifications.push(self.resolve(firing, now, note));
+                    changes.notifications.push(self.resolve(firing, now, note, &[]));
                 }
             }
             changes.saved.push((probe, None));
@@ -331,10 +340,13 @@ impl Alerting {
         };
         let a = &rules.alert;
 
-        // The down alert.
+        // The down alert. A throttled answer is neither: it proves the server is there
+        // but not that users get answers, so it neither ends a failure streak nor
+        // counts toward resolving.
         match &verdict {
             Verdict::Bad(_) => state.down.bad_run(now, state.last_good.as_ref()),
-            _ => state.down.good_run(a.success_threshold),
+            Verdict::Good(_) => state.down.good_run(a.success_threshold),
+            Verdict::Throttled => {}
         }
         let down_text = match &verdict {
             Verdict::Bad(f) => {
@@ -359,13 +371,15 @@ impl Alerting {
                     notes.push(self.fire(&mut state.down, alert, &a.receivers, now));
                     // One page per probe: the degraded alert yields to the down alert.
                     if let Some(firing) = state.degraded.firing.take() {
-                        notes.push(self.resolve(firing, now, "Superseded by the down alert."));
+                        notes.push(self.resolve(firing, now, "Superseded by the down alert.", &a.receivers));
                     }
                     state.degraded = Track::default();
+                    // Latency from before the outage says nothing about after it.
+                    state.window.clear();
                 }
                 Some(firing) => {
                     firing.alert.summary.clone_from(summary);
-                    firing.alert.description.clone_from(description);
+                    firing.alert.description = self.with_links(description, &rules, name);
                     firing.alert = with_failure(firing.alert.clone(), outcome);
                     firing.alert.bad_runs = state.down.bad;
                 }
@@ -373,7 +387,7 @@ impl Alerting {
             }
         } else if state.down.firing.is_some() && state.down.good >= a.success_threshold {
             let firing = state.down.firing.take().expect("checked");
-            notes.push(self.resolve(firing, now, "The endpoint answers again."));
+            notes.push(self.resolve(firing, now, "The endpoint answers again.", &a.receivers));
             state.down.good = a.success_threshold;
         }
 
@@ -423,7 +437,7 @@ impl Alerting {
                         }
                         Some(firing) => {
                             firing.alert.summary = summary;
-                            firing.alert.description = description;
+                            firing.alert.description = self.with_links(&description, &rules, name);
                             firing.alert.reason = reason.into();
                             firing.alert.bad_runs = state.degraded.bad;
                         }
@@ -434,7 +448,12 @@ impl Alerting {
                     state.degraded.good_run(a.success_threshold);
                     if state.degraded.firing.is_some() && state.degraded.good >= a.success_threshold {
                         let firing = state.degraded.firing.take().expect("checked");
-                        notes.push(self.resolve(firing, now, "Latency is back within its targets."));
+                        notes.push(self.resolve(
+                            firing,
+                            now,
+                            "Latency is back within its targets.",
+                            &a.receivers,
+                        ));
                     }
                 }
             }
@@ -481,11 +500,7 @@ impl Alerting {
     /// Alerts to (re-)send to Alertmanager: all firing ones, and those resolved within
     /// [`RESOLVED_RETENTION`].
     pub fn active(&mut self, now: SystemTime) -> Vec<Firing> {
-        self.recently_resolved.retain(|f| {
-            f.alert
-                .resolved_at
-                .is_some_and(|t| now.duration_since(t).unwrap_or_default() < RESOLVED_RETENTION)
-        });
+        self.recently_resolved.retain(|f| f.is_current(now));
         let mut out: Vec<Firing> = self
             .probes
             .values()
@@ -527,12 +542,8 @@ impl Alerting {
             Condition::Degraded => rules.alert.slo_severity,
             _ => rules.alert.severity,
         };
-        let mut description = description.to_owned();
-        if let Some(url) = &rules.alert.runbook_url {
-            description.push_str(&format!("\nRunbook: {url}"));
-        }
-        let api_url = format!("{}/api/v1/probes/{}", self.api_base, p.name);
-        description.push_str(&format!("\nDetails: {api_url}"));
+        let description = self.with_links(description, rules, &p.name);
+        let api_url = self.api_url(&p.name);
         Alert {
             condition,
             severity,
@@ -559,7 +570,30 @@ impl Alerting {
         }
     }
 
-    fn fire(&self, track: &mut Track, alert: Alert, receivers: &[String], now: SystemTime) -> Notification {
+    fn api_url(&self, probe: &str) -> String {
+        format!("{}/api/v1/probes/{probe}", self.api_base)
+    }
+
+    /// A description with the runbook and the probe's API link at the end.
+    fn with_links(&self, description: &str, rules: &Rules, probe: &str) -> String {
+        let mut d = description.to_owned();
+        if let Some(url) = &rules.alert.runbook_url {
+            d.push_str(&format!("\nRunbook: {url}"));
+        }
+        d.push_str(&format!("\nDetails: {}", self.api_url(probe)));
+        d
+    }
+
+    fn fire(
+        &mut self,
+        track: &mut Track,
+        alert: Alert,
+        receivers: &[String],
+        now: SystemTime,
+    ) -> Notification {
+        // The same alert resolved a moment ago must not be re-sent as resolved now.
+        self.recently_resolved
+            .retain(|f| f.alert.dedup_key != alert.dedup_key);
         let firing = Firing {
             alert,
             receivers: receivers.to_vec(),
@@ -580,7 +614,20 @@ impl Alerting {
         note
     }
 
-    fn resolve(&mut self, mut firing: Firing, now: SystemTime, why: &str) -> Notification {
+    /// Resolves a firing alert: told to whoever was paged, and to the receivers the
+    /// probe pages now (a reload may have added one).
+    fn resolve(
+        &mut self,
+        mut firing: Firing,
+        now: SystemTime,
+        why: &str,
+        current: &[String],
+    ) -> Notification {
+        for r in current {
+            if !firing.receivers.contains(r) {
+                firing.receivers.push(r.clone());
+            }
+        }
         firing.alert.resolved_at = Some(now);
         let lasted = humantime::format_duration(Duration::from_secs(
             now.duration_since(firing.alert.since)

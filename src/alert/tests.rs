@@ -485,3 +485,62 @@ fn percentile_is_nearest_rank() {
     assert_eq!(percentile(vec![3.0], 0.95), Some(3.0));
     assert_eq!(percentile(Vec::new(), 0.95), None);
 }
+
+#[test]
+fn throttled_runs_between_failures_do_not_hide_an_outage() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Http5xx);
+    let notes = h.runs(&[down, Throttled, down, Throttled, down]);
+    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+    // Nor do they resolve it: only good answers do.
+    assert!(h.runs(&[Throttled; 6]).is_empty());
+    assert_eq!(events(&h.runs(&[Ok, Ok])), [(Event::Resolved, Condition::Down)]);
+}
+
+#[test]
+fn an_alert_that_fires_again_soon_is_not_re_sent_as_resolved() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Http5xx);
+    h.runs(&[down, down, down, Ok, Ok]);
+    assert_eq!(
+        events(&h.runs(&[down, down, down])),
+        [(Event::Firing, Condition::Down)]
+    );
+    let active = h.alerting.active(h.now);
+    assert_eq!(active.len(), 1, "{active:#?}");
+    assert_eq!(active[0].alert.resolved_at, None);
+}
+
+#[test]
+fn updates_of_a_firing_alert_keep_its_links() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    h.runs(&[Fail(FailureReason::Http5xx); 6]);
+    let firing = h.alerting.firing();
+    let d = &firing[0].description;
+    assert!(d.contains("(2m 30s, 6 runs in a row)"), "{d}");
+    assert!(d.contains("\nRunbook: https://runbooks.example.com/llm\nDetails: http://agent.example:9464/api/v1/probes/chat"), "{d}");
+}
+
+#[test]
+fn a_resolve_reaches_the_receivers_paged_and_those_configured_now() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    h.runs(&[Fail(FailureReason::Http5xx); 3]);
+    let mut alert = alert_config();
+    alert.receivers = vec!["chat".into()];
+    h.rules = rules(alert, Slo::default());
+    assert_eq!(h.alerting.configure(h.rules.clone(), h.now), Changes::default());
+    let notes = h.runs(&[Ok, Ok]);
+    assert_eq!(notes[0].receivers, ["pager", "chat"]);
+}
+
+#[test]
+fn latency_before_an_outage_does_not_judge_the_endpoint_after_it() {
+    let mut h = Harness::new(alert_config(), slo(Some(500), None));
+    h.runs(&[Timed(900, 1000); 4]);
+    h.runs(&[Fail(FailureReason::Connect); 3]);
+    // After recovery, four fast runs are too few to judge, and none of the slow ones
+    // from before count.
+    let notes = h.runs(&[Ok, Ok, Timed(100, 200), Timed(100, 200)]);
+    assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
+    assert!(h.runs(&[Timed(100, 200); 10]).is_empty());
+}

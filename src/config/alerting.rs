@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// A page that could not be delivered for a day is dropped (and counted): by then it
 /// tells nobody anything they can act on.
 pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
+/// Alertmanager expects active alerts to be re-sent every 30 s to 3 min; Prometheus
+/// uses 1 min, and so do we by default.
+pub const DEFAULT_RESEND_INTERVAL: Duration = Duration::from_secs(60);
 pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
 /// Where notifications go.
@@ -61,6 +64,8 @@ pub struct ReceiverConfig {
     pub max_backoff: Duration,
     pub give_up_after: Duration,
     pub ca_file: Option<PathBuf>,
+    /// Alertmanager: how often active alerts are re-sent.
+    pub resend_interval: Duration,
 }
 
 /// PagerDuty's severities, which Alertmanager routes on too.
@@ -135,6 +140,7 @@ pub(super) struct RawReceiver {
     max_backoff: Option<String>,
     give_up_after: Option<String>,
     ca_file: Option<String>,
+    resend_interval: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -319,6 +325,16 @@ impl Checker<'_> {
         let timeout = duration("timeout", &raw.timeout, DEFAULT_RECEIVER_TIMEOUT);
         let max_backoff = duration("max_backoff", &raw.max_backoff, DEFAULT_MAX_BACKOFF);
         let give_up_after = duration("give_up_after", &raw.give_up_after, DEFAULT_GIVE_UP_AFTER);
+        let resend_interval = duration("resend_interval", &raw.resend_interval, DEFAULT_RESEND_INTERVAL);
+        if raw.resend_interval.is_some() && raw.kind != ReceiverKind::Alertmanager {
+            self.error(None, &key("resend_interval"), "only for kind alertmanager");
+        } else if resend_interval.is_some_and(|d| d > Duration::from_secs(300)) {
+            self.error(
+                None,
+                &key("resend_interval"),
+                "must be at most 5m (Alertmanager expects re-sends every 30 s to 3 min)",
+            );
+        }
         let ca_file = raw.ca_file.and_then(|f| {
             let path = self.base_dir.join(&f);
             if path.is_file() {
@@ -347,6 +363,7 @@ impl Checker<'_> {
             max_backoff: max_backoff?,
             give_up_after: give_up_after?,
             ca_file,
+            resend_interval: resend_interval?,
         })
     }
 

@@ -4,11 +4,10 @@
 //! `endsAt` four re-send intervals ahead, as Prometheus does, so it expires by itself if
 //! this agent dies; resolving is sending `endsAt` = the resolve time.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 
-use super::RESEND_INTERVAL;
 use crate::alert::{Alert, Condition, Event, rfc3339};
 
 /// `url` is Alertmanager's base URL; the API path is added unless it is there already.
@@ -21,11 +20,18 @@ pub fn alerts_url(url: &str) -> String {
     }
 }
 
-pub fn body(alerts: &[(&Alert, Event)], now: SystemTime) -> Value {
-    Value::Array(alerts.iter().map(|(a, event)| one(a, *event, now)).collect())
+/// `resend` is how often we re-send active alerts: a firing alert ends four of them
+/// ahead, so it survives three lost re-sends and expires if the agent dies.
+pub fn body(alerts: &[(&Alert, Event)], now: SystemTime, resend: Duration) -> Value {
+    Value::Array(
+        alerts
+            .iter()
+            .map(|(a, event)| one(a, *event, now, resend))
+            .collect(),
+    )
 }
 
-fn one(a: &Alert, event: Event, now: SystemTime) -> Value {
+fn one(a: &Alert, event: Event, now: SystemTime, resend: Duration) -> Value {
     let mut labels = Map::new();
     labels.insert("alertname".into(), a.alertname().into());
     labels.insert("severity".into(), a.severity.as_str().into());
@@ -54,13 +60,15 @@ fn one(a: &Alert, event: Event, now: SystemTime) -> Value {
     put("reason", Some(a.reason.clone()));
     put("last_status", a.last_status.map(|s| s.to_string()));
     put("last_error", a.last_error.clone());
-    put("failing_since", Some(rfc3339(a.since)));
+    if a.condition != Condition::Test {
+        put("failing_since", Some(rfc3339(a.since)));
+    }
     put("dedup_key", Some(a.dedup_key.clone()));
 
     let ends_at = match (event, a.resolved_at) {
         (Event::Resolved, Some(t)) => t,
         (Event::Resolved, None) => now,
-        _ => now + 4 * RESEND_INTERVAL,
+        _ => now + 4 * resend,
     };
     json!({
         "labels": labels,

@@ -28,9 +28,6 @@ use crate::metrics::Metrics;
 use crate::net::TlsRoots;
 use crate::store::Store;
 
-/// Alertmanager expects active alerts to be re-sent every 30 s to 3 min; Prometheus
-/// uses 1 min, and so do we.
-pub const RESEND_INTERVAL: Duration = Duration::from_secs(60);
 /// First retry delay; doubles per attempt up to the receiver's `max_backoff`.
 const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 /// Response bytes kept for error messages.
@@ -96,7 +93,7 @@ impl Receiver {
         let (url, body) = match self.config.kind {
             ReceiverKind::Alertmanager => (
                 alertmanager::alerts_url(self.config.url.expose()),
-                alertmanager::body(&[(&n.alert, n.event)], now),
+                alertmanager::body(&[(&n.alert, n.event)], now, self.config.resend_interval),
             ),
             ReceiverKind::Pagerduty => {
                 let key = self
@@ -131,7 +128,11 @@ impl Receiver {
             return Delivery::Accepted;
         }
         let url = alertmanager::alerts_url(self.config.url.expose());
-        self.post(&url, &alertmanager::body(&alerts, now)).await
+        self.post(
+            &url,
+            &alertmanager::body(&alerts, now, self.config.resend_interval),
+        )
+        .await
     }
 
     async fn post(&self, url: &str, body: &serde_json::Value) -> Delivery {
@@ -240,11 +241,43 @@ pub struct Outbox {
 }
 
 /// Drains `receiver`'s outbox until `cancel`: oldest first, each until accepted,
-/// rejected or expired. `wake` is notified when something is enqueued.
-pub async fn deliver(receiver: Arc<Receiver>, outbox: Outbox, wake: Arc<Notify>, cancel: CancellationToken) {
+/// rejected or expired. `wake` is notified when something is enqueued. `previous` is
+/// the loop this one replaces (after a reload): it finishes its current send first, so
+/// no notification is sent by both.
+pub async fn deliver(
+    receiver: Arc<Receiver>,
+    outbox: Outbox,
+    wake: Arc<Notify>,
+    cancel: CancellationToken,
+    previous: Option<tokio::task::JoinHandle<()>>,
+) {
+    if let Some(previous) = previous {
+        let _ = previous.await;
+    }
     let name = receiver.name().to_owned();
-    let mut next_resend = tokio::time::Instant::now() + RESEND_INTERVAL;
+    let resends = receiver.config.kind == ReceiverKind::Alertmanager;
+    let resend_interval = receiver.config.resend_interval;
+    let mut next_resend = tokio::time::Instant::now() + resend_interval;
     loop {
+        if cancel.is_cancelled() {
+            return;
+        }
+        // Alertmanager: re-send what is active on its own clock, whatever the queue
+        // holds, so firing alerts never expire there while a retry waits.
+        if resends && tokio::time::Instant::now() >= next_resend {
+            next_resend = tokio::time::Instant::now() + resend_interval;
+            let now = SystemTime::now();
+            let active = current_alerts(&outbox.active, now);
+            if active.iter().any(|f| f.receivers.contains(&name)) {
+                match receiver.resend(&active, now).await {
+                    Delivery::Accepted => outbox.metrics.notification(&name, "resend", "delivered"),
+                    Delivery::Retry { why, .. } | Delivery::Rejected { why } => {
+                        outbox.metrics.notification(&name, "resend", "failed");
+                        tracing::warn!(receiver = %name, error = %why, "Re-sending active alerts to Alertmanager failed; next try at the next re-send.");
+                    }
+                }
+            }
+        }
         let store = outbox.store.clone();
         let lookup = name.clone();
         let head = match tokio::task::spawn_blocking(move || store.next_pending(&lookup)).await {
@@ -252,39 +285,34 @@ pub async fn deliver(receiver: Arc<Receiver>, outbox: Outbox, wake: Arc<Notify>,
             Ok(Err(e)) => {
                 tracing::error!(receiver = %name, error = %e, "Cannot read the outbox; retrying in 5 s.");
                 sleep_or_cancel(Duration::from_secs(5), &cancel).await;
-                if cancel.is_cancelled() {
-                    return;
-                }
                 continue;
             }
             Err(_) => return,
         };
-        let Some(pending) = head else {
-            // Nothing queued: wait for work, or for the next Alertmanager re-send.
+        let now = SystemTime::now();
+        // Nothing due: wait for new work, the head's retry time or the next re-send.
+        let wait = match &head {
+            None => Some(resend_interval),
+            Some(p) => p
+                .next_attempt_at
+                .duration_since(now)
+                .ok()
+                .filter(|w| !w.is_zero()),
+        };
+        if let Some(wait) = wait {
+            let mut until = tokio::time::Instant::now() + wait;
+            if resends {
+                until = until.min(next_resend);
+            }
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = wake.notified() => {}
-                _ = tokio::time::sleep_until(next_resend), if receiver.config.kind == ReceiverKind::Alertmanager => {
-                    next_resend = tokio::time::Instant::now() + RESEND_INTERVAL;
-                    let active = outbox.active.borrow().clone();
-                    if let Delivery::Retry { why, .. } | Delivery::Rejected { why } = receiver.resend(&active, SystemTime::now()).await {
-                        tracing::warn!(receiver = %name, error = %why, "Re-sending active alerts to Alertmanager failed; next try in 1 min.");
-                    }
-                }
-            }
-            continue;
-        };
-        let now = SystemTime::now();
-        if let Ok(wait) = pending.next_attempt_at.duration_since(now)
-            && !wait.is_zero()
-        {
-            sleep_or_cancel(wait, &cancel).await;
-            if cancel.is_cancelled() {
-                return;
+                _ = tokio::time::sleep_until(until) => {}
             }
             continue;
         }
-        let notification: Notification = match serde_json::from_str(&pending.payload) {
+        let pending = head.expect("a due notification");
+        let queued: Notification = match serde_json::from_str(&pending.payload) {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(receiver = %name, id = pending.id, error = %e, "Dropping an unreadable notification from the outbox.");
@@ -292,18 +320,22 @@ pub async fn deliver(receiver: Arc<Receiver>, outbox: Outbox, wake: Arc<Notify>,
                 continue;
             }
         };
-        let event = notification.event.as_str();
+        let event = queued.event.as_str();
         if now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after {
-            tracing::error!(receiver = %name, id = %notification.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
+            tracing::error!(receiver = %name, id = %queued.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
             outbox.metrics.notification(&name, event, "expired");
             remove(&outbox, pending.id).await;
+            publish_pending(&outbox, &name).await;
             continue;
         }
-        let result = tokio::select! {
-            _ = cancel.cancelled() => return,
-            r = receiver.send(&notification, now) => r,
+        let notification = if resends {
+            latest_state(queued, &current_alerts(&outbox.active, now))
+        } else {
+            queued
         };
-        match result {
+        // Not raced with `cancel`: a send is bounded by the receiver's timeout, and
+        // one cut off after the receiver took it would be sent again.
+        match receiver.send(&notification, now).await {
             Delivery::Accepted => {
                 outbox.metrics.notification(&name, event, "delivered");
                 remove(&outbox, pending.id).await;
@@ -321,13 +353,48 @@ pub async fn deliver(receiver: Arc<Receiver>, outbox: Outbox, wake: Arc<Notify>,
                 tracing::warn!(receiver = %name, id = %notification.id, event, attempts, retry_in = ?wait, error = %why, "Notification not delivered; will retry.");
                 let store = outbox.store.clone();
                 let id = pending.id;
-                let _ = tokio::task::spawn_blocking(move || {
+                let saved = tokio::task::spawn_blocking(move || {
                     store.retry_at(id, attempts, SystemTime::now() + wait)
                 })
                 .await;
+                if !matches!(saved, Ok(Ok(()))) {
+                    // The retry time is not stored: wait here instead of hammering.
+                    sleep_or_cancel(wait, &cancel).await;
+                }
             }
         }
         publish_pending(&outbox, &name).await;
+    }
+}
+
+/// Firing alerts and those resolved lately, as paging last published them.
+fn current_alerts(active: &watch::Receiver<Arc<Vec<Firing>>>, now: SystemTime) -> Vec<Firing> {
+    active
+        .borrow()
+        .iter()
+        .filter(|f| f.is_current(now))
+        .cloned()
+        .collect()
+}
+
+/// Alertmanager holds state, not events: if the alert has moved on since this
+/// notification was queued (resolved, or fired again), send it as it is now.
+fn latest_state(queued: Notification, active: &[Firing]) -> Notification {
+    let newer = active
+        .iter()
+        .find(|f| f.alert.dedup_key == queued.alert.dedup_key && f.alert.fired_at >= queued.alert.fired_at);
+    match newer {
+        Some(f) if f.alert != queued.alert => Notification {
+            id: queued.id,
+            event: if f.alert.resolved_at.is_some() {
+                Event::Resolved
+            } else {
+                Event::Firing
+            },
+            alert: f.alert.clone(),
+            receivers: queued.receivers,
+        },
+        _ => queued,
     }
 }
 

@@ -215,6 +215,13 @@ impl Store {
         Ok(())
     }
 
+    /// Drops every notification queued for `receiver`; returns how many.
+    pub fn remove_receiver(&self, receiver: &str) -> Result<usize, StoreError> {
+        Ok(self
+            .conn()
+            .execute("DELETE FROM outbox WHERE receiver = ?1", [receiver])?)
+    }
+
     /// Notifications waiting for one receiver.
     pub fn pending_count(&self, receiver: &str) -> Result<u64, StoreError> {
         let n: i64 = self.conn().query_row(

@@ -114,6 +114,8 @@ pub struct Daemon {
     pub addr: String,
     /// Every stderr line (JSON logs), as they come.
     pub logs: mpsc::Receiver<String>,
+    /// Every stderr line so far, kept (for checks over the whole log).
+    pub all_logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Daemon {
@@ -131,17 +133,19 @@ impl Daemon {
         let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let (tx, rx) = mpsc::channel();
         let stderr = child.stderr.take().unwrap();
+        let all_logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = all_logs.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
+                keep.lock().unwrap().push(line.clone());
+                let _ = tx.send(line);
             }
         });
         let mut daemon = Daemon {
             child,
             addr: String::new(),
             logs: rx,
+            all_logs,
         };
         let started = daemon.wait_for_log("Agent started.", Duration::from_secs(20));
         let v: serde_json::Value = serde_json::from_str(&started).unwrap();
