@@ -346,6 +346,14 @@ impl Paging {
                 tracing::warn!(probe = %probe, error = %e, "Cannot read this probe's saved alert state; starting it afresh.");
             }
         }
+        let others = store.other_locations(location)?;
+        if !others.is_empty() {
+            tracing::warn!(
+                location,
+                others = ?others,
+                "The data directory holds alert state of other locations; this agent leaves it alone, so alerts firing there are not resolved from here."
+            );
+        }
         let firing = alerting.firing().len();
         if firing > 0 {
             tracing::info!(firing, "Restored alert state: alerts still firing.");

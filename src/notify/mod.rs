@@ -446,6 +446,109 @@ mod tests {
         assert!(matches!(classify(302, None, ""), Delivery::Rejected { .. }));
     }
 
+    fn notification(event: Event) -> Notification {
+        use crate::config::Severity;
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut alert = Alert::test("eu-west", "http://agent:9464", Severity::Critical, t);
+        alert.condition = crate::alert::Condition::Down;
+        alert.probe = "chat".into();
+        alert.kind = "openai_chat".into();
+        alert.model = "llama".into();
+        alert.host = "llm.example.com".into();
+        alert.labels = vec![("team".into(), "ml".into())];
+        alert.summary = "chat is DOWN from eu-west".into();
+        alert.reason = "http_5xx".into();
+        alert.last_status = Some(503);
+        alert.dedup_key = "inferprobe/chat/eu-west/critical".into();
+        if event == Event::Resolved {
+            alert.resolved_at = Some(t + Duration::from_secs(90));
+        }
+        Notification {
+            id: "inferprobe/chat/eu-west/critical/firing/1800000000000".into(),
+            event,
+            alert,
+            receivers: vec!["x".into()],
+        }
+    }
+
+    #[test]
+    fn each_format_carries_what_its_receiver_needs() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
+        let firing = notification(Event::Firing);
+        let resolved = notification(Event::Resolved);
+
+        let am = alertmanager::body(&[(&firing.alert, Event::Firing)], now, Duration::from_secs(60));
+        let a = &am[0];
+        assert_eq!(a["labels"]["alertname"], "InferenceEndpointDown");
+        assert_eq!(a["labels"]["team"], "ml");
+        assert_eq!(a["labels"]["model"], "llama");
+        assert_eq!(a["endsAt"], "2027-01-15T08:05:00Z", "four re-sends ahead");
+        let am = alertmanager::body(
+            &[(&resolved.alert, Event::Resolved)],
+            now,
+            Duration::from_secs(60),
+        );
+        assert_eq!(am[0]["endsAt"], "2027-01-15T08:01:30Z", "ends when it resolved");
+        assert_eq!(
+            alertmanager::alerts_url("http://am:9093/"),
+            "http://am:9093/api/v2/alerts"
+        );
+        assert_eq!(
+            alertmanager::alerts_url("http://am:9093/api/v2/alerts"),
+            "http://am:9093/api/v2/alerts"
+        );
+
+        let pd = pagerduty::body(&firing, "rk");
+        assert_eq!(pd["event_action"], "trigger");
+        assert_eq!(pd["payload"]["source"], "llm.example.com");
+        assert_eq!(pd["payload"]["severity"], "critical");
+        let pd = pagerduty::body(&resolved, "rk");
+        assert_eq!(
+            pd,
+            serde_json::json!({"routing_key": "rk", "event_action": "resolve", "dedup_key": "inferprobe/chat/eu-west/critical"})
+        );
+
+        let hook = webhook::body(&firing, now);
+        assert_eq!(hook["id"], firing.id);
+        assert_eq!(hook["alert"]["labels"], serde_json::json!({"team": "ml"}));
+        assert_eq!(hook["alert"]["last_status"], 503);
+        let slack = webhook::slack_body(&firing);
+        assert!(
+            slack["text"]
+                .as_str()
+                .unwrap()
+                .starts_with(":rotating_light: *chat is DOWN from eu-west* (critical)\n"),
+            "{slack}"
+        );
+        let slack = webhook::slack_body(&notification(Event::Reminder));
+        assert!(
+            slack["text"]
+                .as_str()
+                .unwrap()
+                .starts_with(":bell: Still firing:"),
+            "{slack}"
+        );
+    }
+
+    #[test]
+    fn alertmanager_gets_the_alert_as_it_is_now() {
+        let queued = notification(Event::Firing);
+        let mut now_resolved = queued.alert.clone();
+        now_resolved.resolved_at = Some(now_resolved.fired_at + Duration::from_secs(60));
+        let active = vec![Firing {
+            alert: now_resolved.clone(),
+            receivers: vec!["x".into()],
+            last_sent: now_resolved.fired_at,
+            reminders: 0,
+        }];
+        let sent = latest_state(queued.clone(), &active);
+        assert_eq!((sent.event, sent.alert), (Event::Resolved, now_resolved));
+        // An older incident's alert in the board does not replace a newer notification.
+        let mut newer = queued.clone();
+        newer.alert.fired_at += Duration::from_secs(600);
+        assert_eq!(latest_state(newer.clone(), &active), newer);
+    }
+
     #[test]
     fn backoff_doubles_with_jitter_up_to_the_cap() {
         let max = Duration::from_secs(300);

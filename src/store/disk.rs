@@ -141,6 +141,16 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Locations other than `location` that have saved alert state (the agent's
+    /// location changed, or two agents shared this directory in turn).
+    pub fn other_locations(&self, location: &str) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare("SELECT DISTINCT location FROM alert_state WHERE location != ?1 ORDER BY location")?;
+        let rows = stmt.query_map([location], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// In one transaction: saves (or, for `None`, deletes) alert states and enqueues
     /// notifications as `(receiver, payload)`.
     pub fn commit(
