@@ -26,6 +26,9 @@ pub use alerting::{
     ReceiverKind, Severity, Slo,
 };
 use alerting::{RawAlert, RawSlo};
+mod remote_write;
+use remote_write::RawRemoteWrite;
+pub use remote_write::RemoteWriteConfig;
 
 /// The default run interval: often enough to page within about 90 s (3 failures), rarely
 /// enough that a probe is a negligible load on the endpoint.
@@ -83,6 +86,8 @@ pub struct AgentConfig {
     pub data_dir: Option<PathBuf>,
     /// How people reach this agent, for links in pages (e.g. `http://probe-eu.example:9464`).
     pub external_url: Option<String>,
+    /// Push our metrics (for agents that cannot be scraped).
+    pub remote_write: Option<RemoteWriteConfig>,
 }
 
 /// The API a probe speaks. The YAML `kind:` values.
@@ -553,6 +558,7 @@ struct RawAgent {
     listen: Option<String>,
     data_dir: Option<String>,
     external_url: Option<String>,
+    remote_write: Option<RawRemoteWrite>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -864,6 +870,7 @@ impl Checker<'_> {
                 listen: None,
                 data_dir: None,
                 external_url: None,
+                remote_write: None,
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
@@ -902,9 +909,11 @@ impl Checker<'_> {
             }
             ok
         });
+        let remote_write = raw.remote_write.and_then(|r| self.remote_write(r));
         Some(AgentConfig {
             location,
             listen,
+            remote_write,
             data_dir,
             external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
         })
@@ -1806,7 +1815,8 @@ fn split_prompt_file(text: &str) -> Vec<String> {
 }
 
 /// Names and locations become label values: keep them short and plain.
-fn valid_label_value(s: &str) -> bool {
+/// A label value we accept from people: names, locations.
+pub fn valid_label_value(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_LABEL_VALUE_LEN
         && s.chars()

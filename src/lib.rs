@@ -21,6 +21,7 @@ pub mod notify;
 pub mod outcome;
 pub mod payload;
 pub mod probe;
+pub mod push;
 pub mod schedule;
 pub mod server;
 pub mod simulate;
@@ -40,13 +41,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::alert::{Alerting, Changes, Firing, Rules};
-use crate::config::{Config, ProbeConfig, ReceiverConfig};
+use crate::config::{Config, ProbeConfig, ReceiverConfig, RemoteWriteConfig};
 use crate::metrics::Metrics;
 use crate::net::TlsRoots;
 use crate::notify::{Outbox, Receiver, ReceiverError};
 use crate::outcome::{Outcome, ProbeIdentity};
 use crate::probe::ReadyProbe;
 use crate::probe::{BuildContext, BuildError};
+use crate::push::Pusher;
 use crate::schedule::Report;
 use crate::store::{Latest, Store, StoreError};
 
@@ -92,6 +94,8 @@ pub enum AgentError {
     Probe(String, BuildError),
     #[error(transparent)]
     Receiver(#[from] ReceiverError),
+    #[error("agent.remote_write: {0}")]
+    RemoteWrite(BuildError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -116,6 +120,10 @@ pub struct Agent {
     pub metrics: Arc<Metrics>,
     pub latest: Arc<Latest>,
     paging: Arc<Paging>,
+    /// The remote_write pusher, when configured.
+    push: Option<Pushing>,
+    /// `host:port` a scrape would call this agent: the pushed `instance` label.
+    instance: String,
     location: String,
     build: BuildContext,
     reports: mpsc::Sender<Report>,
@@ -136,7 +144,7 @@ impl Agent {
         listener: TcpListener,
     ) -> Result<Agent, AgentError> {
         let AgentSettings { location, data_dir } = settings;
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::new(&location));
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
         let store = Arc::new(Store::open(&data_dir)?);
@@ -145,6 +153,12 @@ impl Agent {
             .external_url
             .clone()
             .unwrap_or_else(|| default_api_base(listener.local_addr().ok()));
+        let instance = api_base
+            .split("://")
+            .nth(1)
+            .unwrap_or(&api_base)
+            .trim_end_matches('/')
+            .to_owned();
         let paging = Arc::new(Paging::open(store, &location, &api_base, metrics.clone())?);
         let (tx, rx) = mpsc::channel(4096);
         let current = Current::default();
@@ -171,6 +185,8 @@ impl Agent {
             metrics,
             latest,
             paging,
+            push: None,
+            instance,
             location,
             build: BuildContext::new(),
             reports: tx,
@@ -216,6 +232,18 @@ impl Agent {
         let receivers = self
             .paging
             .build_receivers(&config.receivers, &self.build.roots)?;
+        let pusher = match &config.agent.remote_write {
+            Some(rw) if self.push.as_ref().is_none_or(|p| p.config != *rw) => Some(
+                Pusher::build(
+                    rw.clone(),
+                    &self.build.roots,
+                    self.metrics.clone(),
+                    self.instance.clone(),
+                )
+                .map_err(AgentError::RemoteWrite)?,
+            ),
+            _ => None,
+        };
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
         // passes to the replacement so old and new runs never overlap.
@@ -263,6 +291,25 @@ impl Agent {
             .configure(config.probes.iter().map(|p| p.name.as_str()));
         self.metrics.configured(self.running.len(), &retired);
         self.paging.configure(config, receivers);
+        // remote_write: started, replaced or stopped as the file says.
+        let unchanged = match (&self.push, &config.agent.remote_write) {
+            (Some(p), Some(rw)) => p.config == *rw,
+            (None, None) => true,
+            _ => false,
+        };
+        if !unchanged {
+            if let Some(old) = self.push.take() {
+                old.cancel.cancel();
+            }
+            if let Some(pusher) = pusher {
+                let cancel = CancellationToken::new();
+                self.push = Some(Pushing {
+                    config: config.agent.remote_write.clone().expect("configured"),
+                    cancel: cancel.clone(),
+                    task: tokio::spawn(pusher.run(cancel)),
+                });
+            }
+        }
         Ok(summary)
     }
 
@@ -278,6 +325,11 @@ impl Agent {
         // The fan-out loop ends once every sender (loops and runs) is gone.
         let _ = tokio::time::timeout(Duration::from_secs(2), self.fanout).await;
         self.paging.stop();
+        if let Some(push) = self.push {
+            // Its last push: what the runs just drained left in the metrics.
+            push.cancel.cancel();
+            let _ = tokio::time::timeout(push.config.timeout + Duration::from_secs(1), push.task).await;
+        }
         self.server_shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.server).await;
         drained
@@ -303,6 +355,13 @@ fn default_api_base(addr: Option<SocketAddr>) -> String {
         }
     };
     format!("http://{host}:{}", addr.port())
+}
+
+/// The running remote_write pusher.
+struct Pushing {
+    config: RemoteWriteConfig,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
 }
 
 /// A running delivery loop.

@@ -14,9 +14,10 @@ use tokio::signal::unix::{SignalKind, signal};
 use inferprobe::alert::{Alert, Event, Notification};
 use inferprobe::config::{self, Config, Severity};
 use inferprobe::net::TlsRoots;
-use inferprobe::notify::{self, Delivery, Receiver};
+use inferprobe::notify::{Delivery, Receiver};
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
+use inferprobe::schedule::Shard;
 use inferprobe::simulate::{self, Script};
 use inferprobe::{Agent, AgentError, AgentSettings, build_probes};
 
@@ -79,9 +80,14 @@ enum Command {
         /// Address to serve on (default: agent.listen, else 0.0.0.0:9464).
         #[arg(long)]
         listen: Option<SocketAddr>,
-        /// This agent's location label (default: agent.location, else "local").
+        /// This agent's location label (else INFERPROBE_LOCATION, else agent.location;
+        /// one is required).
         #[arg(long, env = "INFERPROBE_LOCATION")]
         location: Option<String>,
+        /// Run only this shard of the probes: INDEX/COUNT (INDEX from 0), or auto/COUNT
+        /// to take INDEX from the host name's trailing number (StatefulSet pods).
+        #[arg(long, env = "INFERPROBE_SHARD")]
+        shard: Option<String>,
         /// How long to wait for runs in flight on shutdown.
         #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
         drain_timeout: Duration,
@@ -160,9 +166,10 @@ fn main() -> ExitCode {
                 config,
                 listen,
                 location,
+                shard,
                 drain_timeout,
                 data_dir,
-            } => run(&config, listen, location, drain_timeout, data_dir).await,
+            } => run(&config, listen, location, shard, drain_timeout, data_dir).await,
             Command::TestAlert {
                 config,
                 receiver,
@@ -224,13 +231,34 @@ fn check(path: &Path) -> ExitCode {
     }
 }
 
+/// For one-off commands: the location if set, else "local".
 fn location_of(flag: Option<String>, config: &Config) -> String {
-    flag.or_else(|| config.agent.location.clone()).unwrap_or_else(|| {
-        tracing::warn!(
-            "No location set (--location, INFERPROBE_LOCATION or agent.location); using \"local\"."
-        );
-        "local".to_owned()
-    })
+    flag.or_else(|| config.agent.location.clone())
+        .unwrap_or_else(|| "local".to_owned())
+}
+
+/// For the daemon: --location, else INFERPROBE_LOCATION (clap reads both into `flag`),
+/// else agent.location; none is an error, since results from an unnamed place mislead.
+fn location_for_run(flag: Option<String>, config: &Config) -> Result<String, String> {
+    let location = flag.or_else(|| config.agent.location.clone()).ok_or(
+        "no location: set --location, INFERPROBE_LOCATION or agent.location (e.g. eu-west); \
+         every result is labelled with it",
+    )?;
+    if config::valid_label_value(&location) {
+        Ok(location)
+    } else {
+        Err(format!(
+            "location `{location}` must be 1-64 characters of letters, digits, `_`, `-` or `.`"
+        ))
+    }
+}
+
+fn hostname() -> Option<String> {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
 }
 
 fn exit_for(e: &AgentError) -> ExitCode {
@@ -245,14 +273,28 @@ async fn run(
     path: &Path,
     listen: Option<SocketAddr>,
     location: Option<String>,
+    shard: Option<String>,
     drain: Duration,
     data_dir: Option<PathBuf>,
 ) -> ExitCode {
+    let shard = match shard.map(|s| Shard::parse(&s, hostname)).transpose() {
+        Ok(s) => s.unwrap_or(Shard::ALL),
+        Err(e) => {
+            eprintln!("error: --shard: {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
     let config = match load_or_report(path) {
-        Ok(c) => c,
+        Ok(c) => sharded(c, shard),
         Err(code) => return code,
     };
-    let location = location_of(location, &config);
+    let location = match location_for_run(location, &config) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
     let addr = listen
         .or(config.agent.listen)
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9464)));
@@ -282,6 +324,7 @@ async fn run(
         listen = %bound,
         location = %location,
         probes = config.probes.len(),
+        shard = %format!("{}/{}", shard.index, shard.count),
         receivers = config.receivers.len(),
         data_dir = %data_dir.display(),
         "Agent started."
@@ -297,7 +340,7 @@ async fn run(
     };
     loop {
         tokio::select! {
-            _ = hup.recv() => reload(&mut agent, path),
+            _ = hup.recv() => reload(&mut agent, path, shard),
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
@@ -311,10 +354,20 @@ async fn run(
     ExitCode::SUCCESS
 }
 
+/// Only this shard's probes.
+fn sharded(mut config: Config, shard: Shard) -> Config {
+    if shard != Shard::ALL {
+        let all = config.probes.len();
+        config.probes.retain(|p| shard.owns(&p.name));
+        tracing::info!(shard = %format!("{}/{}", shard.index, shard.count), probes = config.probes.len(), of = all, "This agent runs its shard of the probes.");
+    }
+    config
+}
+
 /// SIGHUP: a bad file keeps the running config.
-fn reload(agent: &mut Agent, path: &Path) {
+fn reload(agent: &mut Agent, path: &Path, shard: Shard) {
     let config = match config::load(path) {
-        Ok(c) => c,
+        Ok(c) => sharded(c, shard),
         Err(errors) => {
             for e in &errors.0 {
                 tracing::error!(problem = %e, "Config problem.");
@@ -593,7 +646,8 @@ async fn test_alert(
             let Delivery::Retry { after, .. } = &result else {
                 break;
             };
-            let wait = notify::backoff(attempt, Duration::from_secs(2)).max(after.unwrap_or_default());
+            let wait =
+                inferprobe::net::backoff(attempt, Duration::from_secs(2)).max(after.unwrap_or_default());
             tokio::time::sleep(wait.min(Duration::from_secs(5))).await;
             result = receiver.send(&n, std::time::SystemTime::now()).await;
         }

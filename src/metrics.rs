@@ -157,19 +157,18 @@ pub struct Metrics {
     notifications: Family<AgentLabels, Counter>,
     notifications_pending: Family<AgentLabels, Gauge>,
     alerts_firing: Family<AgentLabels, Gauge>,
+    push_requests: Family<AgentLabels, Counter>,
+    push_samples: Family<AgentLabels, Counter>,
+    push_queue: Family<AgentLabels, Gauge>,
+    push_last_success: Family<AgentLabels, FloatGauge>,
 }
 
 /// Labels of the agent's own series (paging): receiver names and closed sets only.
 type AgentLabels = Vec<(&'static str, String)>;
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Metrics {
-    pub fn new() -> Self {
+    /// `location` labels the agent's own series (probe series carry it in their identity).
+    pub fn new(location: &str) -> Self {
         let mut registry = Registry::with_prefix("inferprobe");
         let m = Metrics {
             runs: Family::default(),
@@ -192,6 +191,10 @@ impl Metrics {
             notifications: Family::default(),
             notifications_pending: Family::default(),
             alerts_firing: Family::default(),
+            push_requests: Family::default(),
+            push_samples: Family::default(),
+            push_queue: Family::default(),
+            push_last_success: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -268,40 +271,64 @@ impl Metrics {
             Unit::Seconds,
             m.server_reported.clone(),
         );
-        registry.register_with_unit(
+        // The agent's own series carry its location too, so a fleet view can tell
+        // agents apart and see one that stopped reporting.
+        let agent = registry.sub_registry_with_label(("location".into(), location.to_owned().into()));
+        agent.register_with_unit(
             "schedule_lag",
             "How late runs started after their scheduled tick",
             Unit::Seconds,
             m.schedule_lag.clone(),
         );
-        registry.register("probes", "Probes in the running configuration", m.probes.clone());
-        registry.register(
+        agent.register("probes", "Probes in the running configuration", m.probes.clone());
+        agent.register(
             "config_last_reload_successful",
             "Whether the last configuration load or reload succeeded",
             m.reload_success.clone(),
         );
-        registry.register_with_unit(
+        agent.register_with_unit(
             "config_last_reload_success_timestamp",
             "Unix time of the last successful configuration load",
             Unit::Seconds,
             m.reload_time.clone(),
         );
-        registry.register(
+        agent.register(
             "notifications",
             "Notification attempts by receiver, event (firing, reminder, resolved) and result: delivered; failed (will retry); rejected (4xx, dropped); expired (undeliverable past give_up_after)",
             m.notifications.clone(),
         );
-        registry.register(
+        agent.register(
             "notifications_pending",
             "Notifications waiting in the durable outbox, by receiver",
             m.notifications_pending.clone(),
         );
-        registry.register(
+        agent.register(
             "alerts_firing",
             "Alerts this agent has firing, by alert (down, degraded) and severity",
             m.alerts_firing.clone(),
         );
-        registry.register(
+        agent.register(
+            "remote_write_requests",
+            "remote_write requests by result: success; retry (5xx, 429, network: sent again); rejected (4xx: dropped)",
+            m.push_requests.clone(),
+        );
+        agent.register(
+            "remote_write_samples",
+            "Samples pushed with remote_write by result: sent; dropped_queue_full (the receiver was away longer than the queue holds); dropped_rejected (4xx)",
+            m.push_samples.clone(),
+        );
+        agent.register(
+            "remote_write_queue_snapshots",
+            "Snapshots of our metrics waiting to be pushed",
+            m.push_queue.clone(),
+        );
+        agent.register_with_unit(
+            "remote_write_last_success_timestamp",
+            "Unix time of the last accepted remote_write request",
+            Unit::Seconds,
+            m.push_last_success.clone(),
+        );
+        agent.register(
             "build",
             "Build information",
             Info::new(vec![("version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
@@ -442,6 +469,28 @@ impl Metrics {
         }
     }
 
+    pub fn push_request(&self, result: &'static str) {
+        self.push_requests
+            .get_or_create(&vec![("result", result.to_owned())])
+            .inc();
+    }
+
+    pub fn push_samples(&self, result: &'static str, n: u64) {
+        self.push_samples
+            .get_or_create(&vec![("result", result.to_owned())])
+            .inc_by(n);
+    }
+
+    pub fn push_queue(&self, snapshots: usize) {
+        self.push_queue.get_or_create(&Vec::new()).set(snapshots as i64);
+    }
+
+    pub fn push_succeeded(&self, at: SystemTime) {
+        self.push_last_success
+            .get_or_create(&Vec::new())
+            .set(unix_seconds(at));
+    }
+
     pub fn render_openmetrics(&self) -> String {
         let mut out = String::new();
         text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
@@ -497,7 +546,7 @@ mod tests {
 
     #[test]
     fn success_fills_histograms_and_failure_only_counts() {
-        let m = Metrics::new();
+        let m = Metrics::new("test");
         m.record(&outcome(None));
         m.record(&outcome(Some(FailureReason::Http5xx)));
         let text = m.render_text();
@@ -512,7 +561,7 @@ mod tests {
 
     #[test]
     fn series_are_told_apart_by_exported_labels_only() {
-        let m = Metrics::new();
+        let m = Metrics::new("test");
         let a = outcome(None);
         let mut b = outcome(None);
         // Same labels, another endpoint (not a label): one series, counted twice.
@@ -529,14 +578,14 @@ mod tests {
 
     #[test]
     fn openmetrics_output_ends_with_eof() {
-        let m = Metrics::new();
+        let m = Metrics::new("test");
         m.record(&outcome(None));
         assert!(m.render_openmetrics().trim_end().ends_with("# EOF"));
     }
 
     #[test]
     fn every_series_has_our_prefix() {
-        let m = Metrics::new();
+        let m = Metrics::new("test");
         m.record(&outcome(None));
         for line in m.render_text().lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("inferprobe_"), "{line}");

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
@@ -82,6 +82,25 @@ pub enum BuildError {
 pub struct TlsRoots {
     roots: Arc<rustls::RootCertStore>,
     configs: Arc<Mutex<std::collections::HashMap<Option<std::path::PathBuf>, Arc<rustls::ClientConfig>>>>,
+}
+
+/// The one client for control-plane HTTP (pages, remote_write): rustls with our
+/// provider and roots, its own retries and redirects off (ours are counted).
+pub fn control_plane_client(
+    roots: &TlsRoots,
+    ca_file: Option<&Path>,
+    timeout: Duration,
+) -> Result<reqwest::Client, BuildError> {
+    let tls = roots.client_config(ca_file)?;
+    reqwest::Client::builder()
+        .tls_backend_preconfigured((*tls).clone())
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(5)))
+        .redirect(reqwest::redirect::Policy::none())
+        .retry(reqwest::retry::never())
+        .user_agent(concat!("inferprobe/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| BuildError::Tls(e.to_string()))
 }
 
 impl TlsRoots {
@@ -507,4 +526,46 @@ fn describe_hyper_error(e: &hyper::Error) -> String {
         source = cause.source();
     }
     s
+}
+
+/// First retry delay of control-plane requests; doubles per attempt up to a maximum.
+const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Exponential backoff with jitter: attempt 1 waits about 1 s, then 2, 4, ... up to
+/// `max`, each scaled by a random factor in [0.5, 1) so that agents which lost the same
+/// receiver at the same moment do not retry in lockstep.
+pub fn backoff(attempts: u32, max: Duration) -> Duration {
+    let exp = INITIAL_BACKOFF.saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
+    exp.min(max).mul_f64(0.5 + 0.5 * random_unit())
+}
+
+/// A random number in [0, 1) from the std hasher's per-process random keys.
+fn random_unit() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap() {
+        let max = Duration::from_secs(300);
+        for attempt in 1..=12 {
+            let full = INITIAL_BACKOFF.saturating_mul(1 << (attempt - 1)).min(max);
+            for _ in 0..20 {
+                let d = backoff(attempt, max);
+                assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} vs {full:?}");
+            }
+        }
+        assert!(backoff(1000, max) <= max);
+    }
 }

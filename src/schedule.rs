@@ -64,12 +64,64 @@ pub fn fnv1a(s: &str) -> u64 {
 /// The probe's phase within its interval. FNV-1a alone clusters names that differ only
 /// in a trailing number (`probe-1`, `probe-2`, ...); the splitmix64 finalizer spreads them.
 pub fn grid_offset(name: &str, period: Duration) -> Duration {
-    let mut z = fnv1a(name);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
+    let z = spread(fnv1a(name));
     let p = period.as_nanos().max(1);
     Duration::from_nanos((u128::from(z) % p) as u64)
+}
+
+/// The splitmix64 finalizer.
+fn spread(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Which probes an agent runs when a region's probes are spread over several agents
+/// (`--shard INDEX/COUNT`): those whose name hashes to INDEX. No coordination is
+/// needed: every replica reads the same file and takes its own part, and a probe stays
+/// on its shard across restarts and releases (the hash is FNV-1a, salted so that the
+/// shard does not follow the probe's phase in its interval).
+///
+/// Sizing (BENCHMARKS.md): CPU is rarely the limit (10,000 chat probes at 30 s, 333
+/// runs/s, cost about 12 % of a core); memory is (about 29 MB at 1,000 probes, 180 MB at
+/// 10,000). Keep a few thousand probes per shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// One agent runs everything.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    pub fn owns(&self, probe: &str) -> bool {
+        spread(fnv1a(probe) ^ 0x7368_6172_6421) % u64::from(self.count) == u64::from(self.index)
+    }
+
+    /// `INDEX/COUNT`, with INDEX from 0; `auto/COUNT` takes INDEX from the trailing
+    /// number of the host name (a Kubernetes StatefulSet's pod `inferprobe-2` is 2).
+    pub fn parse(text: &str, hostname: impl FnOnce() -> Option<String>) -> Result<Shard, String> {
+        let usage = || format!("`{text}` is not a shard like 0/3 or auto/3 (INDEX/COUNT, INDEX from 0)");
+        let (index, count) = text.trim().split_once('/').ok_or_else(usage)?;
+        let count: u32 = count.parse().map_err(|_| usage())?;
+        if count == 0 {
+            return Err(usage());
+        }
+        let index: u32 = if index == "auto" {
+            let host = hostname().unwrap_or_default();
+            let digits = host.rsplit('-').next().unwrap_or_default();
+            digits.parse().map_err(|_| {
+                format!("--shard auto/{count}: the host name `{host}` does not end in -<number> (as a StatefulSet pod's does)")
+            })?
+        } else {
+            index.parse().map_err(|_| usage())?
+        };
+        if index >= count {
+            return Err(format!("shard index {index} is not below the count {count}"));
+        }
+        Ok(Shard { index, count })
+    }
 }
 
 /// How long until the probe's first tick, given the wall-clock time since the epoch.
@@ -166,6 +218,48 @@ fn next_cron(schedule: &cron::Schedule) -> Option<Instant> {
     let next = schedule.after(&now).next()?;
     let wait = (next - now).to_std().unwrap_or_default();
     Some(Instant::now() + wait)
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_the_probes_without_overlap_and_evenly() {
+        let names: Vec<String> = (0..3000).map(|i| format!("probe-{i}")).collect();
+        let shards: Vec<Shard> = (0..3).map(|index| Shard { index, count: 3 }).collect();
+        let mut sizes = [0; 3];
+        for n in &names {
+            let owners: Vec<usize> = (0..3).filter(|&i| shards[i].owns(n)).collect();
+            assert_eq!(owners.len(), 1, "{n} has owners {owners:?}");
+            sizes[owners[0]] += 1;
+        }
+        for size in sizes {
+            assert!((900..=1100).contains(&size), "{sizes:?}");
+        }
+        assert!(names.iter().all(|n| Shard::ALL.owns(n)));
+    }
+
+    #[test]
+    fn shard_flags_parse_or_say_why_not() {
+        let host = |h: &str| {
+            let h = h.to_owned();
+            move || Some(h)
+        };
+        assert_eq!(Shard::parse("1/3", || None), Ok(Shard { index: 1, count: 3 }));
+        assert_eq!(
+            Shard::parse("auto/4", host("inferprobe-2")),
+            Ok(Shard { index: 2, count: 4 })
+        );
+        assert!(Shard::parse("3/3", || None).unwrap_err().contains("not below"));
+        assert!(Shard::parse("1/0", || None).is_err());
+        assert!(Shard::parse("two", || None).unwrap_err().contains("0/3"));
+        assert!(
+            Shard::parse("auto/3", host("probe-eu"))
+                .unwrap_err()
+                .contains("-<number>")
+        );
+    }
 }
 
 #[cfg(test)]

@@ -25,11 +25,9 @@ use tokio_util::sync::CancellationToken;
 use crate::alert::{Alert, Event, Firing, Notification};
 use crate::config::{ReceiverConfig, ReceiverKind};
 use crate::metrics::Metrics;
-use crate::net::TlsRoots;
+use crate::net::{TlsRoots, backoff};
 use crate::store::Store;
 
-/// First retry delay; doubles per attempt up to the receiver's `max_backoff`.
-const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 /// Response bytes kept for error messages.
 const MAX_ERROR_BODY: usize = 512;
 
@@ -66,20 +64,7 @@ impl Receiver {
             name: config.name.clone(),
             message,
         };
-        let tls = roots
-            .client_config(config.ca_file.as_deref())
-            .map_err(|e| err(e.to_string()))?;
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured((*tls).clone())
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout.min(Duration::from_secs(5)))
-            // A redirect from a paging endpoint is a misconfiguration to report, not
-            // a place to post a page to.
-            .redirect(reqwest::redirect::Policy::none())
-            // Retries are ours, counted and visible.
-            .retry(reqwest::retry::never())
-            .user_agent(concat!("inferprobe/", env!("CARGO_PKG_VERSION")))
-            .build()
+        let client = crate::net::control_plane_client(roots, config.ca_file.as_deref(), config.timeout)
             .map_err(|e| err(e.to_string()))?;
         Ok(Receiver { config, client })
     }
@@ -208,27 +193,6 @@ async fn read_capped(mut response: reqwest::Response) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Exponential backoff with jitter: attempt 1 waits about 1 s, then 2, 4, ... up to
-/// `max`, each scaled by a random factor in [0.5, 1) so that agents which lost the same
-/// receiver at the same moment do not retry in lockstep.
-pub fn backoff(attempts: u32, max: Duration) -> Duration {
-    let exp = INITIAL_BACKOFF.saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
-    exp.min(max).mul_f64(0.5 + 0.5 * random_unit())
-}
-
-/// A random number in [0, 1) from the std hasher's per-process random keys.
-fn random_unit() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// What a delivery loop needs besides its receiver.
@@ -547,18 +511,5 @@ mod tests {
         let mut newer = queued.clone();
         newer.alert.fired_at += Duration::from_secs(600);
         assert_eq!(latest_state(newer.clone(), &active), newer);
-    }
-
-    #[test]
-    fn backoff_doubles_with_jitter_up_to_the_cap() {
-        let max = Duration::from_secs(300);
-        for attempt in 1..=12 {
-            let full = INITIAL_BACKOFF.saturating_mul(1 << (attempt - 1)).min(max);
-            for _ in 0..20 {
-                let d = backoff(attempt, max);
-                assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} vs {full:?}");
-            }
-        }
-        assert!(backoff(1000, max) <= max);
     }
 }

@@ -1,0 +1,169 @@
+//! `agent.remote_write`: pushing our metrics to a Prometheus-compatible receiver
+//! (Prometheus with its receiver on, Mimir, Thanos receive) for agents that cannot be
+//! scraped. Off unless configured.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Checker, Secret};
+
+pub const DEFAULT_PUSH_INTERVAL: Duration = Duration::from_secs(15);
+/// Samples per request: remote_write receivers take a few thousand comfortably.
+pub const DEFAULT_MAX_SAMPLES_PER_SEND: usize = 2000;
+/// Snapshots kept while the receiver is away: at 15 s, 25 minutes of history.
+pub const DEFAULT_QUEUE_SNAPSHOTS: usize = 100;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteWriteConfig {
+    /// May carry credentials: never shown; `host` is.
+    pub url: Secret,
+    pub host: String,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub max_backoff: Duration,
+    pub max_samples_per_send: usize,
+    pub queue_snapshots: usize,
+    pub basic_auth: Option<(String, Secret)>,
+    pub bearer_token: Option<Secret>,
+    pub headers: Vec<(http::HeaderName, Secret)>,
+    pub ca_file: Option<PathBuf>,
+    /// Added to every pushed series, as a scrape would add them.
+    pub job: String,
+    pub instance: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRemoteWrite {
+    url: String,
+    interval: Option<String>,
+    timeout: Option<String>,
+    max_backoff: Option<String>,
+    max_samples_per_send: Option<usize>,
+    queue_snapshots: Option<usize>,
+    basic_auth: Option<RawBasicAuth>,
+    bearer_token: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    ca_file: Option<String>,
+    job: Option<String>,
+    instance: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBasicAuth {
+    username: String,
+    password: String,
+}
+
+impl Checker<'_> {
+    pub(super) fn remote_write(&mut self, raw: RawRemoteWrite) -> Option<RemoteWriteConfig> {
+        let before = self.errors.len();
+        let key = |k: &str| format!("agent.remote_write.{k}");
+        let url = self.substitute(None, &key("url"), &raw.url).and_then(|text| {
+            match http::Uri::from_str(text.trim()) {
+                Ok(u)
+                    if matches!(u.scheme_str(), Some("http" | "https"))
+                        && u.host().is_some_and(|h| !h.is_empty()) =>
+                {
+                    Some(u)
+                }
+                _ => {
+                    self.error(None, &key("url"), "not a valid http:// or https:// URL");
+                    None
+                }
+            }
+        });
+        let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
+            Some(s) => self.duration(None, &key(k), s),
+            None => Some(default),
+        };
+        let interval = duration("interval", &raw.interval, DEFAULT_PUSH_INTERVAL);
+        let timeout = duration("timeout", &raw.timeout, Duration::from_secs(10));
+        let max_backoff = duration("max_backoff", &raw.max_backoff, Duration::from_secs(30));
+        let max_samples_per_send = raw.max_samples_per_send.unwrap_or(DEFAULT_MAX_SAMPLES_PER_SEND);
+        if !(100..=100_000).contains(&max_samples_per_send) {
+            self.error(
+                None,
+                &key("max_samples_per_send"),
+                "must be between 100 and 100000",
+            );
+        }
+        let queue_snapshots = raw.queue_snapshots.unwrap_or(DEFAULT_QUEUE_SNAPSHOTS);
+        if !(1..=10_000).contains(&queue_snapshots) {
+            self.error(None, &key("queue_snapshots"), "must be between 1 and 10000");
+        }
+        let basic_auth = raw.basic_auth.and_then(|b| {
+            let password = self.substitute(None, &key("basic_auth.password"), &b.password)?;
+            Some((b.username, Secret::new(password)))
+        });
+        let bearer_token = raw
+            .bearer_token
+            .and_then(|t| self.substitute(None, &key("bearer_token"), &t))
+            .map(Secret::new);
+        if basic_auth.is_some() && bearer_token.is_some() {
+            self.error(
+                None,
+                &key("bearer_token"),
+                "use either basic_auth or bearer_token, not both",
+            );
+        }
+        let mut headers = Vec::new();
+        for (name, template) in &raw.headers {
+            let path = key(&format!("headers.{name}"));
+            let Ok(header) = http::HeaderName::from_str(&name.to_ascii_lowercase()) else {
+                self.error(None, &path, "not a valid HTTP header name");
+                continue;
+            };
+            let Some(value) = self.substitute(None, &path, template) else {
+                continue;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                self.error(
+                    None,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                continue;
+            }
+            headers.push((header, Secret::new(value)));
+        }
+        let ca_file = raw.ca_file.and_then(|f| {
+            let path = self.base_dir.join(&f);
+            if path.is_file() {
+                Some(path)
+            } else {
+                self.error(
+                    None,
+                    &key("ca_file"),
+                    format!("no such file: `{f}` (relative to this file)"),
+                );
+                None
+            }
+        });
+        if self.errors.len() > before {
+            return None;
+        }
+        let url = url?;
+        Some(RemoteWriteConfig {
+            host: url.host().unwrap_or_default().to_owned(),
+            url: Secret::new(url.to_string()),
+            interval: interval?,
+            timeout: timeout?,
+            max_backoff: max_backoff?,
+            max_samples_per_send,
+            queue_snapshots,
+            basic_auth,
+            bearer_token,
+            headers,
+            ca_file,
+            job: raw.job.unwrap_or_else(|| "inferprobe".to_owned()),
+            instance: raw.instance,
+        })
+    }
+}
