@@ -1227,19 +1227,9 @@ impl Checker<'_> {
         }
 
         let tls = raw.tls.unwrap_or_default();
-        let ca_file = tls.ca_file.and_then(|f| {
-            let path = self.base_dir.join(&f);
-            if path.is_file() {
-                Some(path)
-            } else {
-                self.error(
-                    p,
-                    &key("tls.ca_file"),
-                    format!("no such file: `{f}` (relative to this file)"),
-                );
-                None
-            }
-        });
+        let ca_file = tls
+            .ca_file
+            .and_then(|f| self.existing_file(p, &key("tls.ca_file"), &f));
 
         let images = raw.images.and_then(|i| self.images(p, prefix, raw.kind, i));
         let input = self.tensor_input(p, prefix, raw.kind, raw.input, images.as_ref());
@@ -1632,6 +1622,69 @@ impl Checker<'_> {
             return None;
         }
         Some(uri)
+    }
+
+    /// Header values (after `${VAR}`) as secrets; `prefix` is the `headers` key.
+    fn secret_headers(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        raw: &BTreeMap<String, String>,
+    ) -> Vec<(http::HeaderName, Secret)> {
+        let mut headers = Vec::new();
+        for (name, template) in raw {
+            let path = format!("{prefix}.{name}");
+            let Ok(header) = http::HeaderName::from_str(&name.to_ascii_lowercase()) else {
+                self.error(probe, &path, "not a valid HTTP header name");
+                continue;
+            };
+            let Some(value) = self.substitute(probe, &path, template) else {
+                continue;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                // Do not echo the value: it may be a secret.
+                self.error(
+                    probe,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                continue;
+            }
+            headers.push((header, Secret::new(value)));
+        }
+        headers
+    }
+
+    /// A file named relative to the config file, which must exist.
+    fn existing_file(&mut self, probe: Option<&str>, key: &str, name: &str) -> Option<PathBuf> {
+        let path = self.base_dir.join(name);
+        if path.is_file() {
+            Some(path)
+        } else {
+            self.error(
+                probe,
+                key,
+                format!("no such file: `{name}` (relative to this file)"),
+            );
+            None
+        }
+    }
+
+    /// A URL that may hold a secret (a Slack webhook, credentials): checked, never echoed.
+    fn secret_url(&mut self, key: &str, template: &str) -> Option<http::Uri> {
+        let text = self.substitute(None, key, template)?;
+        match http::Uri::from_str(text.trim()) {
+            Ok(u)
+                if matches!(u.scheme_str(), Some("http" | "https"))
+                    && u.host().is_some_and(|h| !h.is_empty()) =>
+            {
+                Some(u)
+            }
+            _ => {
+                self.error(None, key, "not a valid http:// or https:// URL");
+                None
+            }
+        }
     }
 
     /// Replaces `${NAME}` with the environment's value; `$$` is a literal `$`. A missing

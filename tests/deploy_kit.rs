@@ -14,7 +14,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -227,51 +227,32 @@ fn alertmanager_config_groups_by_alert_and_probe_and_keeps_secrets_in_files() {
     );
 }
 
-/// Debian's Alertmanager on a loopback port, running the kit's config with its receivers
-/// replaced by empty ones of the same names (nothing is sent anywhere); stopped on drop.
-struct Alertmanager {
-    child: Child,
-    addr: String,
+/// The kit's Alertmanager config with its receivers replaced by empty ones of the same
+/// names (nothing is sent anywhere), in Debian's Alertmanager on a loopback port.
+fn alertmanager_with_kit_config() -> Option<Alertmanager> {
+    let mut config = yaml(ALERTMANAGER_YML);
+    let names: Vec<Value> = at(&config, "receivers")
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let mut m = serde_yaml::Mapping::new();
+            m.insert("name".into(), r["name"].clone());
+            Value::Mapping(m)
+        })
+        .collect();
+    config["receivers"] = Value::Sequence(names);
+    Alertmanager::start(&serde_yaml::to_string(&config).unwrap())
 }
 
-impl Alertmanager {
-    fn start_with_kit_config() -> Option<Alertmanager> {
-        let bin = require_tool(
-            "prometheus-alertmanager",
-            "checks the kit's inhibit rules; apt-get install prometheus-alertmanager",
-        )?;
-        let mut config = yaml(ALERTMANAGER_YML);
-        let names: Vec<Value> = at(&config, "receivers")
-            .as_sequence()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                let mut m = serde_yaml::Mapping::new();
-                m.insert("name".into(), r["name"].clone());
-                Value::Mapping(m)
-            })
-            .collect();
-        config["receivers"] = Value::Sequence(names);
-        let dir = temp_dir("kit-alertmanager");
-        let path = dir.join("alertmanager.yml");
-        std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
-        let addr = format!("127.0.0.1:{}", closed_port());
-        let child = Command::new(bin)
-            .arg(format!("--config.file={}", path.display()))
-            .arg(format!("--storage.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let am = Alertmanager { child, addr };
-        wait_until("Alertmanager ready", Duration::from_secs(20), || {
-            std::net::TcpStream::connect(&am.addr).is_ok() && http_get(&am.addr, "/-/ready", None).0 == 200
-        });
-        Some(am)
-    }
+/// Requests the shared helper does not make: posting alerts and reading one exactly.
+trait KitRequests {
+    fn request(&self, method: &str, path: &str, body: &str) -> (u16, String);
+    fn post(&self, labels: &[BTreeMap<&str, &str>]);
+    fn inhibited(&self) -> BTreeMap<String, bool>;
+}
 
+impl KitRequests for Alertmanager {
     /// One HTTP/1.0 exchange (so the answer is never chunked): (status, body).
     fn request(&self, method: &str, path: &str, body: &str) -> (u16, String) {
         let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
@@ -303,10 +284,7 @@ impl Alertmanager {
 
     /// alertname/probe/location of each active alert, and whether it is inhibited.
     fn inhibited(&self) -> BTreeMap<String, bool> {
-        let (status, body) = self.request("GET", "/api/v2/alerts", "");
-        assert_eq!(status, 200, "{body}");
-        let alerts: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
-        alerts
+        self.alerts()
             .iter()
             .map(|a| {
                 let l = &a["labels"];
@@ -323,20 +301,13 @@ impl Alertmanager {
     }
 }
 
-impl Drop for Alertmanager {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn labels(pairs: &[(&'static str, &'static str)]) -> BTreeMap<&'static str, &'static str> {
     pairs.iter().copied().collect()
 }
 
 #[test]
 fn quorum_and_dead_agent_alerts_inhibit_what_they_explain_and_nothing_else() {
-    let Some(am) = Alertmanager::start_with_kit_config() else {
+    let Some(am) = alertmanager_with_kit_config() else {
         return;
     };
     let agent = |name, probe, location, severity| {

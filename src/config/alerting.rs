@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -254,21 +253,7 @@ impl Checker<'_> {
             }
         };
         // Never echo the URL in a message: a Slack webhook URL is a secret.
-        let url = url_text.and_then(|t| {
-            let text = self.substitute(None, &key("url"), &t)?;
-            match http::Uri::from_str(text.trim()) {
-                Ok(u)
-                    if matches!(u.scheme_str(), Some("http" | "https"))
-                        && u.host().is_some_and(|h| !h.is_empty()) =>
-                {
-                    Some(u)
-                }
-                _ => {
-                    self.error(None, &key("url"), "not a valid http:// or https:// URL");
-                    None
-                }
-            }
-        });
+        let url = url_text.and_then(|t| self.secret_url(&key("url"), &t));
         let routing_key = match (&raw.routing_key, raw.kind) {
             (Some(k), ReceiverKind::Pagerduty) => self
                 .substitute(None, &key("routing_key"), k)
@@ -298,26 +283,7 @@ impl Checker<'_> {
             }
             (None, _) => None,
         };
-        let mut headers = Vec::new();
-        for (name, template) in &raw.headers {
-            let path = key(&format!("headers.{name}"));
-            let Ok(header) = http::HeaderName::from_str(&name.to_ascii_lowercase()) else {
-                self.error(None, &path, "not a valid HTTP header name");
-                continue;
-            };
-            let Some(value) = self.substitute(None, &path, template) else {
-                continue;
-            };
-            if http::HeaderValue::from_str(&value).is_err() {
-                self.error(
-                    None,
-                    &path,
-                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
-                );
-                continue;
-            }
-            headers.push((header, Secret::new(value)));
-        }
+        let headers = self.secret_headers(None, &key("headers"), &raw.headers);
         let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
             Some(s) => self.duration(None, &key(k), s),
             None => Some(default),
@@ -335,19 +301,9 @@ impl Checker<'_> {
                 "must be at most 5m (Alertmanager expects re-sends every 30 s to 3 min)",
             );
         }
-        let ca_file = raw.ca_file.and_then(|f| {
-            let path = self.base_dir.join(&f);
-            if path.is_file() {
-                Some(path)
-            } else {
-                self.error(
-                    None,
-                    &key("ca_file"),
-                    format!("no such file: `{f}` (relative to this file)"),
-                );
-                None
-            }
-        });
+        let ca_file = raw
+            .ca_file
+            .and_then(|f| self.existing_file(None, &key("ca_file"), &f));
         if self.errors.len() > before {
             return None;
         }

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -65,20 +64,7 @@ impl Checker<'_> {
     pub(super) fn remote_write(&mut self, raw: RawRemoteWrite) -> Option<RemoteWriteConfig> {
         let before = self.errors.len();
         let key = |k: &str| format!("agent.remote_write.{k}");
-        let url = self.substitute(None, &key("url"), &raw.url).and_then(|text| {
-            match http::Uri::from_str(text.trim()) {
-                Ok(u)
-                    if matches!(u.scheme_str(), Some("http" | "https"))
-                        && u.host().is_some_and(|h| !h.is_empty()) =>
-                {
-                    Some(u)
-                }
-                _ => {
-                    self.error(None, &key("url"), "not a valid http:// or https:// URL");
-                    None
-                }
-            }
-        });
+        let url = self.secret_url(&key("url"), &raw.url);
         let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
             Some(s) => self.duration(None, &key(k), s),
             None => Some(default),
@@ -113,39 +99,10 @@ impl Checker<'_> {
                 "use either basic_auth or bearer_token, not both",
             );
         }
-        let mut headers = Vec::new();
-        for (name, template) in &raw.headers {
-            let path = key(&format!("headers.{name}"));
-            let Ok(header) = http::HeaderName::from_str(&name.to_ascii_lowercase()) else {
-                self.error(None, &path, "not a valid HTTP header name");
-                continue;
-            };
-            let Some(value) = self.substitute(None, &path, template) else {
-                continue;
-            };
-            if http::HeaderValue::from_str(&value).is_err() {
-                self.error(
-                    None,
-                    &path,
-                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
-                );
-                continue;
-            }
-            headers.push((header, Secret::new(value)));
-        }
-        let ca_file = raw.ca_file.and_then(|f| {
-            let path = self.base_dir.join(&f);
-            if path.is_file() {
-                Some(path)
-            } else {
-                self.error(
-                    None,
-                    &key("ca_file"),
-                    format!("no such file: `{f}` (relative to this file)"),
-                );
-                None
-            }
-        });
+        let headers = self.secret_headers(None, &key("headers"), &raw.headers);
+        let ca_file = raw
+            .ca_file
+            .and_then(|f| self.existing_file(None, &key("ca_file"), &f));
         if self.errors.len() > before {
             return None;
         }

@@ -94,7 +94,8 @@ pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> (u16, String, S
     let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
+        // HTTP/1.0, so that no server answers in chunks: the body is the rest of the stream.
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{accept}\r\n"
     )
     .unwrap();
     let mut raw = String::new();
@@ -379,6 +380,15 @@ impl FakeReceiver {
             .collect()
     }
 
+    pub fn accepted_count(&self) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| (200..300).contains(s))
+            .count()
+    }
+
     pub fn call_count(&self) -> usize {
         self.calls.lock().unwrap().len()
     }
@@ -404,5 +414,64 @@ pub fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool)
             "timed out after {within:?} waiting for: {what}"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Debian's Alertmanager on a loopback port with `config` (YAML), gossip off; stopped on
+/// drop. None (after printing why) when it is not installed outside CI.
+pub struct Alertmanager {
+    child: Child,
+    pub addr: String,
+}
+
+impl Alertmanager {
+    pub fn start(config: &str) -> Option<Alertmanager> {
+        let bin = require_tool(
+            "prometheus-alertmanager",
+            "receives alerts; apt-get install prometheus-alertmanager",
+        )?;
+        let dir = temp_dir("alertmanager");
+        let path = dir.join("alertmanager.yml");
+        std::fs::write(&path, config).unwrap();
+        let addr = format!("127.0.0.1:{}", closed_port());
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", path.display()))
+            .arg(format!("--storage.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let am = Alertmanager { child, addr };
+        wait_until("Alertmanager ready", Duration::from_secs(20), || {
+            TcpStream::connect(&am.addr).is_ok() && http_get(&am.addr, "/-/ready", None).0 == 200
+        });
+        Some(am)
+    }
+
+    /// Active alerts as Alertmanager's API v2 lists them.
+    pub fn alerts(&self) -> Vec<serde_json::Value> {
+        let (status, _, body) = http_get(&self.addr, "/api/v2/alerts", None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    pub fn alerts_named(&self, alertname: &str) -> Vec<serde_json::Value> {
+        self.alerts()
+            .into_iter()
+            .filter(|a| a["labels"]["alertname"] == alertname)
+            .collect()
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
