@@ -65,6 +65,12 @@ pub const RESERVED_LABELS: &[&str] = &[
     "job",
     "instance",
     "version",
+    "image_bucket",
+    "stage",
+    "alert",
+    "severity",
+    "receiver",
+    "event",
 ];
 
 // ---------------------------------------------------------------------------------------
@@ -76,6 +82,8 @@ pub struct Config {
     pub agent: AgentConfig,
     pub receivers: Vec<ReceiverConfig>,
     pub probes: Vec<ProbeConfig>,
+    /// Probes of the file that other shards run (`--shard`): not ours, but not gone.
+    pub other_shards: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -860,6 +868,7 @@ impl Checker<'_> {
             agent: agent?,
             receivers,
             probes: out,
+            other_shards: Vec::new(),
         })
     }
 

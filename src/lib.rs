@@ -153,12 +153,9 @@ impl Agent {
             .external_url
             .clone()
             .unwrap_or_else(|| default_api_base(listener.local_addr().ok()));
-        let instance = api_base
-            .split("://")
-            .nth(1)
-            .unwrap_or(&api_base)
-            .trim_end_matches('/')
-            .to_owned();
+        // The host's own name and port, not external_url: shards behind one URL must
+        // still push apart.
+        let instance = default_api_base(listener.local_addr().ok()).replace("http://", "");
         let paging = Arc::new(Paging::open(store, &location, &api_base, metrics.clone())?);
         let (tx, rx) = mpsc::channel(4096);
         let current = Current::default();
@@ -298,15 +295,16 @@ impl Agent {
             _ => false,
         };
         if !unchanged {
-            if let Some(old) = self.push.take() {
+            let previous = self.push.take().map(|old| {
                 old.cancel.cancel();
-            }
+                old.task
+            });
             if let Some(pusher) = pusher {
                 let cancel = CancellationToken::new();
                 self.push = Some(Pushing {
                     config: config.agent.remote_write.clone().expect("configured"),
                     cancel: cancel.clone(),
-                    task: tokio::spawn(pusher.run(cancel)),
+                    task: tokio::spawn(pusher.run(cancel, previous)),
                 });
             }
         }
@@ -328,7 +326,7 @@ impl Agent {
         if let Some(push) = self.push {
             // Its last push: what the runs just drained left in the metrics.
             push.cancel.cancel();
-            let _ = tokio::time::timeout(push.config.timeout + Duration::from_secs(1), push.task).await;
+            let _ = tokio::time::timeout(Duration::from_secs(6), push.task).await;
         }
         self.server_shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.server).await;
@@ -522,7 +520,7 @@ impl Paging {
             .collect();
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
-        let changes = state.alerting.configure(rules, now);
+        let changes = state.alerting.configure(rules, &config.other_shards, now);
         self.commit(&mut state, changes, now);
     }
 

@@ -358,7 +358,9 @@ async fn run(
 fn sharded(mut config: Config, shard: Shard) -> Config {
     if shard != Shard::ALL {
         let all = config.probes.len();
-        config.probes.retain(|p| shard.owns(&p.name));
+        let (ours, others): (Vec<_>, Vec<_>) = config.probes.into_iter().partition(|p| shard.owns(&p.name));
+        config.probes = ours;
+        config.other_shards = others.into_iter().map(|p| p.name).collect();
         tracing::info!(shard = %format!("{}/{}", shard.index, shard.count), probes = config.probes.len(), of = all, "This agent runs its shard of the probes.");
     }
     config

@@ -528,6 +528,45 @@ fn describe_hyper_error(e: &hyper::Error) -> String {
     s
 }
 
+/// Response bytes kept for error messages from control-plane peers: a misbehaving peer
+/// must not make us read an endless body.
+const MAX_ERROR_BODY: usize = 512;
+
+/// reqwest's error text without the URL (a Slack URL is a secret).
+pub fn describe_error(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+pub async fn read_capped(mut response: reqwest::Response) -> String {
+    let mut out = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        out.extend_from_slice(&chunk);
+        if out.len() >= MAX_ERROR_BODY {
+            out.truncate(MAX_ERROR_BODY);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A response's Retry-After in seconds, if it has one.
+pub fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
 /// First retry delay of control-plane requests; doubles per attempt up to a maximum.
 const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 

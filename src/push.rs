@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RemoteWriteConfig;
 use crate::metrics::Metrics;
-use crate::net::{TlsRoots, backoff, control_plane_client};
+use crate::net::{TlsRoots, backoff, control_plane_client, describe_error, read_capped, retry_after};
 use crate::probe::BuildError;
 
 /// The remote_write 1.0 messages (prometheus/prompb types.proto and remote.proto),
@@ -103,44 +103,83 @@ fn parse_line(line: &str) -> Option<(Vec<(String, String)>, f64)> {
     Some((labels, value))
 }
 
-/// One snapshot: every series, with `job` and `instance` added as a scrape would, at
-/// time `at`. Labels sorted by name, as the protocol requires.
+/// One series of a snapshot: `job` and `instance` added as a scrape would add them,
+/// labels sorted by name (the protocol requires it), one sample at `timestamp` (ms).
+fn to_series(
+    mut labels: Vec<(String, String)>,
+    value: f64,
+    job: &str,
+    instance: &str,
+    timestamp: i64,
+) -> TimeSeries {
+    for (k, v) in [("job", job), ("instance", instance)] {
+        if !labels.iter().any(|(n, _)| n == k) {
+            labels.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    labels.sort_by(|a, b| a.0.cmp(&b.0));
+    TimeSeries {
+        labels: labels
+            .into_iter()
+            .map(|(name, value)| Label { name, value })
+            .collect(),
+        samples: vec![Sample { value, timestamp }],
+    }
+}
+
+fn unix_ms(at: SystemTime) -> i64 {
+    i64::try_from(at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(0)
+}
+
+/// Every series of an exposition at time `at`.
 pub fn snapshot(text: &str, job: &str, instance: &str, at: SystemTime) -> Vec<TimeSeries> {
-    let timestamp = i64::try_from(at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(0);
+    let timestamp = unix_ms(at);
     parse_exposition(text)
         .into_iter()
-        .map(|(mut labels, value)| {
-            for (k, v) in [("job", job), ("instance", instance)] {
-                if !labels.iter().any(|(n, _)| n == k) {
-                    labels.push((k.to_owned(), v.to_owned()));
-                }
-            }
-            labels.sort_by(|a, b| a.0.cmp(&b.0));
-            TimeSeries {
-                labels: labels
-                    .into_iter()
-                    .map(|(name, value)| Label { name, value })
-                    .collect(),
-                samples: vec![Sample { value, timestamp }],
-            }
-        })
+        .map(|(labels, value)| to_series(labels, value, job, instance, timestamp))
         .collect()
 }
 
 /// A request body: protobuf, then snappy's block format (not the framed one).
-pub fn encode(series: &[TimeSeries]) -> Vec<u8> {
-    let request = WriteRequest {
-        timeseries: series.to_vec(),
-    };
-    let raw = prost::Message::encode_to_vec(&request);
+pub fn encode(series: Vec<TimeSeries>) -> Vec<u8> {
+    let raw = prost::Message::encode_to_vec(&WriteRequest { timeseries: series });
     snap::raw::Encoder::new()
         .compress_vec(&raw)
         .expect("snappy compresses any input")
 }
 
-/// A snapshot split into request bodies.
-struct Queued {
+/// A snapshot, ready to send: compressed request bodies with their sample counts.
+struct Snapshot {
     bodies: VecDeque<(Vec<u8>, u64)>,
+    bytes: usize,
+}
+
+/// Renders our metrics and encodes them chunk by chunk, so that no more than one
+/// request's series are ever decoded at once (10,000 probes make ~1.5 M series).
+fn take_snapshot(metrics: &Metrics, job: &str, instance: &str, max_samples: usize) -> Snapshot {
+    let text = metrics.render_text();
+    let timestamp = unix_ms(SystemTime::now());
+    let mut bodies = VecDeque::new();
+    let mut chunk = Vec::with_capacity(max_samples);
+    let flush = |chunk: &mut Vec<TimeSeries>, bodies: &mut VecDeque<(Vec<u8>, u64)>| {
+        if !chunk.is_empty() {
+            let n = chunk.len() as u64;
+            bodies.push_back((encode(std::mem::take(chunk)), n));
+        }
+    };
+    for (labels, value) in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(parse_line)
+    {
+        chunk.push(to_series(labels, value, job, instance, timestamp));
+        if chunk.len() >= max_samples {
+            flush(&mut chunk, &mut bodies);
+        }
+    }
+    flush(&mut chunk, &mut bodies);
+    let bytes = bodies.iter().map(|(b, _)| b.len()).sum();
+    Snapshot { bodies, bytes }
 }
 
 /// The running pusher.
@@ -156,6 +195,10 @@ enum Outcome {
     Retry(Option<Duration>, String),
     Rejected(String),
 }
+
+/// The last push when the agent stops (or the pusher is replaced) is kept short: the
+/// stop must fit in the shutdown grace of systemd and Kubernetes.
+const FINAL_PUSH: Duration = Duration::from_secs(5);
 
 impl Pusher {
     /// `instance` is what a scrape would call this agent (used unless configured).
@@ -175,10 +218,14 @@ impl Pusher {
         })
     }
 
-    /// Pushes every `interval` until `cancel`, then makes a last push of what is
-    /// queued (bounded by the timeout), so a stopping agent's final state arrives.
-    pub async fn run(self, cancel: CancellationToken) {
-        let mut queue: VecDeque<Queued> = VecDeque::new();
+    /// Pushes every `interval` until `cancel`, then makes a last, short push. When it
+    /// replaces a pusher (a reload), `previous` finishes first, so samples stay in time
+    /// order at the receiver.
+    pub async fn run(self, cancel: CancellationToken, previous: Option<tokio::task::JoinHandle<()>>) {
+        if let Some(previous) = previous {
+            let _ = previous.await;
+        }
+        let mut queue: VecDeque<Snapshot> = VecDeque::new();
         let mut tick = tokio::time::interval(self.config.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut retry_at: Option<tokio::time::Instant> = None;
@@ -192,39 +239,46 @@ impl Pusher {
                 }
             };
             tokio::select! {
-                _ = cancel.cancelled() => {
-                    self.enqueue(&mut queue);
-                    let _ = tokio::time::timeout(self.config.timeout, self.drain(&mut queue, &mut attempts)).await;
-                    return;
-                }
-                _ = tick.tick() => {
-                    self.enqueue(&mut queue);
-                    if retry_at.is_none() {
-                        retry_at = self.drain(&mut queue, &mut attempts).await;
-                    }
-                }
-                _ = retry => {
-                    retry_at = self.drain(&mut queue, &mut attempts).await;
+                _ = cancel.cancelled() => break,
+                _ = tick.tick() => self.enqueue(&mut queue).await,
+                _ = retry => retry_at = None,
+            }
+            if retry_at.is_none() {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    r = self.drain(&mut queue, &mut attempts) => retry_at = r,
                 }
             }
             self.metrics.push_queue(queue.len());
         }
+        let last = async {
+            self.enqueue(&mut queue).await;
+            self.drain(&mut queue, &mut attempts).await;
+        };
+        let _ = tokio::time::timeout(FINAL_PUSH, last).await;
     }
 
-    fn enqueue(&self, queue: &mut VecDeque<Queued>) {
-        let series = snapshot(
-            &self.metrics.render_text(),
-            &self.config.job,
-            &self.instance,
-            SystemTime::now(),
+    /// Takes a snapshot (off the async workers: rendering and encoding thousands of
+    /// series is CPU work) and queues it, dropping the oldest beyond the bounds.
+    async fn enqueue(&self, queue: &mut VecDeque<Snapshot>) {
+        let metrics = self.metrics.clone();
+        let (job, instance, max) = (
+            self.config.job.clone(),
+            self.instance.clone(),
+            self.config.max_samples_per_send,
         );
-        let bodies = series
-            .chunks(self.config.max_samples_per_send)
-            .map(|chunk| (encode(chunk), chunk.len() as u64))
-            .collect();
-        queue.push_back(Queued { bodies });
-        while queue.len() > self.config.queue_snapshots {
+        let Ok(snapshot) =
+            tokio::task::spawn_blocking(move || take_snapshot(&metrics, &job, &instance, max)).await
+        else {
+            return;
+        };
+        queue.push_back(snapshot);
+        let mut bytes: usize = queue.iter().map(|s| s.bytes).sum();
+        while queue.len() > 1
+            && (queue.len() > self.config.queue_snapshots || bytes > self.config.queue_max_bytes)
+        {
             if let Some(old) = queue.pop_front() {
+                bytes -= old.bytes;
                 let samples: u64 = old.bodies.iter().map(|(_, n)| n).sum();
                 self.metrics.push_samples("dropped_queue_full", samples);
                 tracing::warn!(samples, "remote_write queue full: dropped the oldest snapshot.");
@@ -234,30 +288,41 @@ impl Pusher {
 
     /// Sends queued bodies in order until done (`None`) or until one must wait (the
     /// time to try again).
-    async fn drain(&self, queue: &mut VecDeque<Queued>, attempts: &mut u32) -> Option<tokio::time::Instant> {
+    async fn drain(
+        &self,
+        queue: &mut VecDeque<Snapshot>,
+        attempts: &mut u32,
+    ) -> Option<tokio::time::Instant> {
         while let Some(front) = queue.front_mut() {
             let Some((body, samples)) = front.bodies.front() else {
                 queue.pop_front();
                 continue;
             };
+            let samples = *samples;
             match self.send(body.clone()).await {
                 Outcome::Sent => {
                     *attempts = 0;
                     self.metrics.push_request("success");
-                    self.metrics.push_samples("sent", *samples);
+                    self.metrics.push_samples("sent", samples);
                     self.metrics.push_succeeded(SystemTime::now());
-                    front.bodies.pop_front();
+                    if let Some((b, _)) = front.bodies.pop_front() {
+                        front.bytes -= b.len();
+                    }
                 }
                 Outcome::Rejected(why) => {
                     self.metrics.push_request("rejected");
-                    self.metrics.push_samples("dropped_rejected", *samples);
+                    self.metrics.push_samples("dropped_rejected", samples);
                     tracing::error!(host = %self.config.host, error = %why, "remote_write rejected a request; dropped (a 4xx is not retried).");
-                    front.bodies.pop_front();
+                    if let Some((b, _)) = front.bodies.pop_front() {
+                        front.bytes -= b.len();
+                    }
                 }
                 Outcome::Retry(after, why) => {
                     *attempts += 1;
                     self.metrics.push_request("retry");
-                    let wait = backoff(*attempts, self.config.max_backoff).max(after.unwrap_or_default());
+                    // A Retry-After is honoured, up to our own longest wait.
+                    let wait = backoff(*attempts, self.config.max_backoff)
+                        .max(after.unwrap_or_default().min(self.config.max_backoff));
                     tracing::warn!(host = %self.config.host, error = %why, retry_in = ?wait, "remote_write failed; will retry.");
                     return Some(tokio::time::Instant::now() + wait);
                 }
@@ -285,23 +350,15 @@ impl Pusher {
         }
         let response = match request.send().await {
             Ok(r) => r,
-            Err(e) => return Outcome::Retry(None, e.without_url().to_string()),
+            Err(e) => return Outcome::Retry(None, describe_error(e)),
         };
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse().ok())
-            .map(Duration::from_secs);
-        let text = response.text().await.unwrap_or_default();
-        let why = format!(
-            "HTTP {status}: {}",
-            text.trim().chars().take(300).collect::<String>()
-        );
+        let after = retry_after(&response);
+        let text = read_capped(response).await;
+        let why = format!("HTTP {status}: {}", text.trim());
         match status {
             200..=299 => Outcome::Sent,
-            429 | 500..=599 => Outcome::Retry(retry_after, why),
+            429 | 500..=599 => Outcome::Retry(after, why),
             _ => Outcome::Rejected(why),
         }
     }
@@ -349,6 +406,53 @@ mod tests {
     }
 
     #[test]
+    fn our_own_exposition_round_trips_even_with_hostile_label_values() {
+        use crate::outcome::{Observation, Outcome, ProbeIdentity};
+        let model = "org/m \"quoted\" back\\slash\nnewline {braces}=,";
+        let probe = Arc::new(ProbeIdentity {
+            name: "chat".into(),
+            kind: "openai_chat",
+            model: model.into(),
+            location: "eu".into(),
+            labels: vec![("team".into(), "a-b.c".into())],
+            endpoint: "http://x/".into(),
+        });
+        let start = std::time::Instant::now();
+        let mut o = Observation::new(start);
+        o.marks.first_token = Some(start + Duration::from_millis(5));
+        o.marks.end = Some(start + Duration::from_millis(9));
+        let metrics = Metrics::new("eu");
+        metrics.record(&Outcome {
+            probe,
+            started_at: SystemTime::now(),
+            schedule_lag: Duration::ZERO,
+            observation: o,
+        });
+        let text = metrics.render_text();
+        let series = parse_exposition(&text);
+        let samples = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count();
+        assert_eq!(series.len(), samples, "every sample line parses");
+        let up = series
+            .iter()
+            .find(|(l, _)| l[0].1 == "inferprobe_up")
+            .expect("inferprobe_up");
+        assert!(
+            up.0.contains(&("model".to_owned(), model.to_owned())),
+            "{:?}",
+            up.0
+        );
+        assert_eq!(up.1, 1.0);
+        // Within one snapshot, no two series share a label set.
+        let mut keys: Vec<_> = series.iter().map(|(l, _)| l.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), series.len());
+    }
+
+    #[test]
     fn a_snapshot_adds_job_and_instance_and_sorts_labels() {
         let at = UNIX_EPOCH + Duration::from_millis(1_800_000_000_123);
         let series = snapshot(
@@ -367,7 +471,7 @@ mod tests {
             }]
         );
         // The body decodes back (snappy block format, then protobuf).
-        let body = encode(&series);
+        let body = encode(series.clone());
         let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
         let back: WriteRequest = prost::Message::decode(raw.as_slice()).unwrap();
         assert_eq!(back.timeseries, series);

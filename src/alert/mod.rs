@@ -291,8 +291,15 @@ impl Alerting {
     }
 
     /// Takes a new set of rules (start or reload). A probe that is gone has its alerts
-    /// resolved and its state deleted: nobody can fix what is no longer watched.
-    pub fn configure(&mut self, rules: HashMap<String, Rules>, now: SystemTime) -> Changes {
+    /// resolved and its state deleted: nobody can fix what is no longer watched. A probe
+    /// that moved to another shard (`elsewhere`) is forgotten without resolving: it is
+    /// still watched, and its new owner pages for it.
+    pub fn configure(
+        &mut self,
+        rules: HashMap<String, Rules>,
+        elsewhere: &[String],
+        now: SystemTime,
+    ) -> Changes {
         self.rules = rules;
         let mut changes = Changes::default();
         let gone: Vec<String> = self
@@ -303,6 +310,10 @@ impl Alerting {
             .collect();
         for probe in gone {
             let mut state = self.probes.remove(&probe).unwrap_or_default();
+            if elsewhere.contains(&probe) {
+                changes.saved.push((probe, None));
+                continue;
+            }
             for track in [&mut state.down, &mut state.degraded] {
                 if let Some(firing) = track.firing.take() {
                     let note = "The probe was removed from the configuration.";

@@ -96,7 +96,7 @@ impl Harness {
         let rules = rules(alert, slo);
         let mut alerting = Alerting::new("eu-west", "http://agent.example:9464");
         let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        assert_eq!(alerting.configure(rules.clone(), now), Changes::default());
+        assert_eq!(alerting.configure(rules.clone(), &[], now), Changes::default());
         Harness {
             alerting,
             probe: identity("chat"),
@@ -128,7 +128,7 @@ impl Harness {
         if let Some(saved) = &self.saved {
             fresh.restore("chat", saved).expect("saved state loads");
         }
-        let changes = fresh.configure(self.rules.clone(), self.now);
+        let changes = fresh.configure(self.rules.clone(), &[], self.now);
         assert!(changes.notifications.is_empty(), "a restart alone sends nothing");
         self.alerting = fresh;
     }
@@ -388,7 +388,7 @@ fn a_healthy_probe_saves_nothing() {
 fn a_removed_probe_resolves_its_alerts_and_forgets_them() {
     let mut h = Harness::new(alert_config(), Slo::default());
     h.runs(&[Fail(FailureReason::Http5xx); 3]);
-    let changes = h.alerting.configure(HashMap::new(), h.now);
+    let changes = h.alerting.configure(HashMap::new(), &[], h.now);
     assert_eq!(
         events(&changes.notifications),
         [(Event::Resolved, Condition::Down)]
@@ -528,7 +528,10 @@ fn a_resolve_reaches_the_receivers_paged_and_those_configured_now() {
     let mut alert = alert_config();
     alert.receivers = vec!["chat".into()];
     h.rules = rules(alert, Slo::default());
-    assert_eq!(h.alerting.configure(h.rules.clone(), h.now), Changes::default());
+    assert_eq!(
+        h.alerting.configure(h.rules.clone(), &[], h.now),
+        Changes::default()
+    );
     let notes = h.runs(&[Ok, Ok]);
     assert_eq!(notes[0].receivers, ["pager", "chat"]);
 }
@@ -543,4 +546,13 @@ fn latency_before_an_outage_does_not_judge_the_endpoint_after_it() {
     let notes = h.runs(&[Ok, Ok, Timed(100, 200), Timed(100, 200)]);
     assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
     assert!(h.runs(&[Timed(100, 200); 10]).is_empty());
+}
+
+#[test]
+fn a_probe_moved_to_another_shard_is_forgotten_without_a_resolve() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    h.runs(&[Fail(FailureReason::Http5xx); 3]);
+    let changes = h.alerting.configure(HashMap::new(), &["chat".to_owned()], h.now);
+    assert!(changes.notifications.is_empty(), "{changes:?}");
+    assert_eq!(changes.saved, [("chat".to_owned(), None)]);
 }

@@ -13,8 +13,10 @@ use super::{Checker, Secret};
 pub const DEFAULT_PUSH_INTERVAL: Duration = Duration::from_secs(15);
 /// Samples per request: remote_write receivers take a few thousand comfortably.
 pub const DEFAULT_MAX_SAMPLES_PER_SEND: usize = 2000;
-/// Snapshots kept while the receiver is away: at 15 s, 25 minutes of history.
-pub const DEFAULT_QUEUE_SNAPSHOTS: usize = 100;
+/// Snapshots kept while the receiver is away: at 15 s, 5 minutes of history (and
+/// never more than `queue_max_bytes`: a snapshot of 1,000 chat probes is about 4 MB).
+pub const DEFAULT_QUEUE_SNAPSHOTS: usize = 20;
+pub const DEFAULT_QUEUE_MAX_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteWriteConfig {
@@ -26,6 +28,8 @@ pub struct RemoteWriteConfig {
     pub max_backoff: Duration,
     pub max_samples_per_send: usize,
     pub queue_snapshots: usize,
+    /// Compressed bytes queued at most.
+    pub queue_max_bytes: usize,
     pub basic_auth: Option<(String, Secret)>,
     pub bearer_token: Option<Secret>,
     pub headers: Vec<(http::HeaderName, Secret)>,
@@ -44,6 +48,7 @@ pub(super) struct RawRemoteWrite {
     max_backoff: Option<String>,
     max_samples_per_send: Option<usize>,
     queue_snapshots: Option<usize>,
+    queue_max_bytes: Option<usize>,
     basic_auth: Option<RawBasicAuth>,
     bearer_token: Option<String>,
     #[serde(default)]
@@ -72,6 +77,13 @@ impl Checker<'_> {
         let interval = duration("interval", &raw.interval, DEFAULT_PUSH_INTERVAL);
         let timeout = duration("timeout", &raw.timeout, Duration::from_secs(10));
         let max_backoff = duration("max_backoff", &raw.max_backoff, Duration::from_secs(30));
+        if interval.is_some_and(|i| i < Duration::from_secs(1)) {
+            self.error(None, &key("interval"), "must be at least 1s");
+        }
+        if timeout.is_some_and(|t| t > Duration::from_secs(60)) {
+            self.error(None, &key("timeout"), "must be at most 60s");
+        }
+
         let max_samples_per_send = raw.max_samples_per_send.unwrap_or(DEFAULT_MAX_SAMPLES_PER_SEND);
         if !(100..=100_000).contains(&max_samples_per_send) {
             self.error(
@@ -83,6 +95,10 @@ impl Checker<'_> {
         let queue_snapshots = raw.queue_snapshots.unwrap_or(DEFAULT_QUEUE_SNAPSHOTS);
         if !(1..=10_000).contains(&queue_snapshots) {
             self.error(None, &key("queue_snapshots"), "must be between 1 and 10000");
+        }
+        let queue_max_bytes = raw.queue_max_bytes.unwrap_or(DEFAULT_QUEUE_MAX_BYTES);
+        if !(1 << 20..=1 << 30).contains(&queue_max_bytes) {
+            self.error(None, &key("queue_max_bytes"), "must be between 1 MiB and 1 GiB");
         }
         let basic_auth = raw.basic_auth.and_then(|b| {
             let password = self.substitute(None, &key("basic_auth.password"), &b.password)?;
@@ -115,6 +131,7 @@ impl Checker<'_> {
             max_backoff: max_backoff?,
             max_samples_per_send,
             queue_snapshots,
+            queue_max_bytes,
             basic_auth,
             bearer_token,
             headers,

@@ -25,11 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::alert::{Alert, Event, Firing, Notification};
 use crate::config::{ReceiverConfig, ReceiverKind};
 use crate::metrics::Metrics;
-use crate::net::{TlsRoots, backoff};
+use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
 use crate::store::Store;
-
-/// Response bytes kept for error messages.
-const MAX_ERROR_BODY: usize = 512;
 
 /// What a receiver made of one attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -135,12 +132,7 @@ impl Receiver {
             }
         };
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = retry_after(&response);
         let text = read_capped(response).await;
         classify(status.as_u16(), retry_after, &text)
     }
@@ -168,31 +160,6 @@ fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery 
         },
         _ => Delivery::Rejected { why: why() },
     }
-}
-
-/// reqwest's error text without the URL (a Slack URL is a secret).
-fn describe_error(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-async fn read_capped(mut response: reqwest::Response) -> String {
-    let mut out = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        out.extend_from_slice(&chunk);
-        if out.len() >= MAX_ERROR_BODY {
-            out.truncate(MAX_ERROR_BODY);
-            break;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// What a delivery loop needs besides its receiver.
@@ -313,7 +280,9 @@ pub async fn deliver(
             Delivery::Retry { after, why } => {
                 outbox.metrics.notification(&name, event, "failed");
                 let attempts = pending.attempts + 1;
-                let wait = backoff(attempts, receiver.config.max_backoff).max(after.unwrap_or_default());
+                // A Retry-After is honoured, up to our own longest wait.
+                let wait = backoff(attempts, receiver.config.max_backoff)
+                    .max(after.unwrap_or_default().min(receiver.config.max_backoff));
                 tracing::warn!(receiver = %name, id = %notification.id, event, attempts, retry_in = ?wait, error = %why, "Notification not delivered; will retry.");
                 let store = outbox.store.clone();
                 let id = pending.id;
