@@ -333,12 +333,23 @@ impl Metrics {
             "Build information",
             Info::new(vec![("version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
         );
+        // The usual alerts, at zero until they fire.
+        for labels in [("down", "critical"), ("degraded", "warning")] {
+            m.alerts_firing
+                .get_or_create(&vec![
+                    ("alert", labels.0.to_owned()),
+                    ("severity", labels.1.to_owned()),
+                ])
+                .set(0);
+        }
         Metrics { registry, ..m }
     }
 
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
         let probe = Labels::probe(&outcome.probe);
+        // Counters start at zero, so rate() and dashboards see them before the first skip.
+        self.skipped.get_or_create(&probe).inc_by(0);
         // The image bucket only where images are sent: `none` on every text probe
         // would double nothing but the series count.
         let run = match obs.image_bucket {
