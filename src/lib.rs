@@ -524,12 +524,23 @@ impl Paging {
         self.commit(&mut state, changes, now);
     }
 
-    /// Folds one run in. Blocking (SQLite): call it off the async workers.
+    /// Folds one run in. Most runs change nothing worth saving and return at once;
+    /// a change is written to SQLite with the worker handed over to the blocking pool
+    /// meanwhile, still under the paging lock, so commits keep their order.
     fn observe(&self, outcome: &Outcome) {
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
         let changes = state.alerting.observe(outcome, now);
-        self.commit(&mut state, changes, now);
+        if changes == Changes::default() && state.unsaved == Changes::default() {
+            return;
+        }
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread {
+            tokio::task::block_in_place(|| self.commit(&mut state, changes, now));
+        } else {
+            self.commit(&mut state, changes, now);
+        }
     }
 
     /// Saves state and enqueues notifications in one transaction, publishes the alert
@@ -632,17 +643,7 @@ async fn fan_out(
                 if is_current {
                     metrics.record(&outcome);
                     latest.record(&outcome);
-                    // Alert state lives in SQLite: off the async workers, in order.
-                    let paging = paging.clone();
-                    let run = tokio::task::spawn_blocking(move || {
-                        paging.observe(&outcome);
-                        outcome
-                    });
-                    match run.await {
-                        Ok(outcome) => log_outcome(&outcome),
-                        Err(e) => tracing::error!(error = %e, "Alerting failed on a run."),
-                    }
-                    continue;
+                    paging.observe(&outcome);
                 }
                 log_outcome(&outcome);
             }

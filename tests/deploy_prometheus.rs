@@ -588,13 +588,17 @@ fn the_dashboard_is_importable_and_queries_only_series_and_labels_the_agent_expo
     .unwrap();
     let agent = Daemon::start(&config, &[]);
 
-    // Wait for runs, then for every family the dashboard uses to have samples (skipped
-    // ticks and webhook deliveries take a few seconds); check the last scrape anyway.
+    // Wait until every family the dashboard uses has samples carrying every label it
+    // uses (skipped ticks, webhook deliveries and a vision run take a few seconds on a
+    // loaded machine); check the last scrape anyway.
     let mut series = BTreeMap::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(45);
     while std::time::Instant::now() < deadline {
         series = exported(&agent.metrics());
-        if series.contains_key("inferprobe_runs_total") && names.iter().all(|n| series.contains_key(n)) {
+        if series.contains_key("inferprobe_runs_total")
+            && names.iter().all(|n| series.contains_key(n))
+            && dashboard_problems(&queries, &series, &recorded()).is_empty()
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
