@@ -265,7 +265,8 @@ enum Verdict<'a> {
 pub struct Alerting {
     location: String,
     api_base: String,
-    rules: HashMap<String, Rules>,
+    /// Shared, so a run takes a reference count, not a copy of the rules.
+    rules: HashMap<String, std::sync::Arc<Rules>>,
     probes: HashMap<String, ProbeAlerts>,
     /// Resolved alerts still re-sent to Alertmanager; not persisted.
     recently_resolved: Vec<Firing>,
@@ -300,7 +301,10 @@ impl Alerting {
         elsewhere: &[String],
         now: SystemTime,
     ) -> Changes {
-        self.rules = rules;
+        self.rules = rules
+            .into_iter()
+            .map(|(name, r)| (name, std::sync::Arc::new(r)))
+            .collect();
         let mut changes = Changes::default();
         let gone: Vec<String> = self
             .probes
@@ -331,7 +335,8 @@ impl Alerting {
         let Some(rules) = self.rules.get(name).cloned() else {
             return Changes::default();
         };
-        let mut state = self.probes.remove(name).unwrap_or_default();
+        // Taken out (and put back below) so the helpers can borrow `self`.
+        let mut state = self.probes.get_mut(name).map(std::mem::take).unwrap_or_default();
         let before = state.persisted_part();
         let mut notes = Vec::new();
         let o = &outcome.observation;
@@ -504,7 +509,12 @@ impl Alerting {
             let json = serde_json::to_string(&state).expect("alert state serializes");
             changes.saved.push((name.clone(), Some(json)));
         }
-        self.probes.insert(name.clone(), state);
+        match self.probes.get_mut(name) {
+            Some(slot) => *slot = state,
+            None => {
+                self.probes.insert(name.clone(), state);
+            }
+        }
         changes
     }
 
