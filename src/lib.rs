@@ -226,9 +226,11 @@ impl Agent {
                 }
             }
         }
-        let receivers = self
-            .paging
-            .build_receivers(&config.receivers, &self.build.roots)?;
+        let receivers = config
+            .receivers
+            .iter()
+            .map(|c| Receiver::build(c.clone(), &self.build.roots))
+            .collect::<Result<Vec<_>, _>>()?;
         let pusher = match &config.agent.remote_write {
             Some(rw) if self.push.as_ref().is_none_or(|p| p.config != *rw) => Some(
                 Pusher::build(
@@ -259,6 +261,7 @@ impl Agent {
             }
             keep
         });
+        let added: Vec<Arc<ProbeIdentity>> = built.iter().map(|p| p.identity.clone()).collect();
         for probe in built {
             let cancel = CancellationToken::new();
             let schedule = probe.config.schedule.clone();
@@ -286,7 +289,7 @@ impl Agent {
             .collect();
         self.latest
             .configure(config.probes.iter().map(|p| p.name.as_str()));
-        self.metrics.configured(self.running.len(), &retired);
+        self.metrics.configured(self.running.len(), &added, &retired);
         self.paging.configure(config, receivers);
         // remote_write: started, replaced or stopped as the file says.
         let unchanged = match (&self.push, &config.agent.remote_write) {
@@ -432,17 +435,6 @@ impl Paging {
             SystemTime::now(),
         );
         Ok(paging)
-    }
-
-    fn build_receivers(
-        &self,
-        configs: &[ReceiverConfig],
-        roots: &TlsRoots,
-    ) -> Result<Vec<Receiver>, ReceiverError> {
-        configs
-            .iter()
-            .map(|c| Receiver::build(c.clone(), roots))
-            .collect()
     }
 
     /// New rules and receivers: delivery loops of changed receivers are replaced (the

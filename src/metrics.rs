@@ -348,8 +348,6 @@ impl Metrics {
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
         let probe = Labels::probe(&outcome.probe);
-        // Counters start at zero, so rate() and dashboards see them before the first skip.
-        self.skipped.get_or_create(&probe).inc_by(0);
         // The image bucket only where images are sent: `none` on every text probe
         // would double nothing but the series count.
         let run = match obs.image_bucket {
@@ -430,8 +428,13 @@ impl Metrics {
 
     /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone
     /// or changed, so a deleted probe does not stay `up == 0` (and alerting) forever.
-    pub fn configured(&self, probes: usize, removed: &[Arc<ProbeIdentity>]) {
+    /// After a (re)load: the probe count, new probes' counters created at zero (so
+    /// rate() sees them before the first skip), removed probes' gauges dropped.
+    pub fn configured(&self, probes: usize, added: &[Arc<ProbeIdentity>], removed: &[Arc<ProbeIdentity>]) {
         self.probes.set(probes as i64);
+        for p in added {
+            self.skipped.get_or_create(&Labels::probe(p)).inc_by(0);
+        }
         for p in removed {
             let l = Labels::probe(p);
             self.up.remove(&l);

@@ -56,11 +56,10 @@ pub struct Sample {
 
 /// Parses the Prometheus text format (0.0.4) into `(labels with __name__, value)`.
 /// Lines it cannot read are skipped: they come from our own encoder.
-pub fn parse_exposition(text: &str) -> Vec<(Vec<(String, String)>, f64)> {
+pub fn parse_exposition(text: &str) -> impl Iterator<Item = (Vec<(String, String)>, f64)> + '_ {
     text.lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(parse_line)
-        .collect()
 }
 
 fn parse_line(line: &str) -> Option<(Vec<(String, String)>, f64)> {
@@ -131,15 +130,6 @@ fn unix_ms(at: SystemTime) -> i64 {
     i64::try_from(at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(0)
 }
 
-/// Every series of an exposition at time `at`.
-pub fn snapshot(text: &str, job: &str, instance: &str, at: SystemTime) -> Vec<TimeSeries> {
-    let timestamp = unix_ms(at);
-    parse_exposition(text)
-        .into_iter()
-        .map(|(labels, value)| to_series(labels, value, job, instance, timestamp))
-        .collect()
-}
-
 /// A request body: protobuf, then snappy's block format (not the framed one).
 pub fn encode(series: Vec<TimeSeries>) -> Vec<u8> {
     let raw = prost::Message::encode_to_vec(&WriteRequest { timeseries: series });
@@ -167,11 +157,7 @@ fn take_snapshot(metrics: &Metrics, job: &str, instance: &str, max_samples: usiz
             bodies.push_back((encode(std::mem::take(chunk)), n));
         }
     };
-    for (labels, value) in text
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter_map(parse_line)
-    {
+    for (labels, value) in parse_exposition(&text) {
         chunk.push(to_series(labels, value, job, instance, timestamp));
         if chunk.len() >= max_samples {
             flush(&mut chunk, &mut bodies);
@@ -377,7 +363,7 @@ mod tests {
             inferprobe_build_info{version=\"0.1.0\"} 1\n\
             inferprobe_schedule_lag_seconds_sum 0.25\n\
             inferprobe_x{a=\"\"} +Inf\n";
-        let parsed = parse_exposition(text);
+        let parsed: Vec<_> = parse_exposition(text).collect();
         assert_eq!(parsed.len(), 6);
         let l = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
             pairs
@@ -429,7 +415,7 @@ mod tests {
             observation: o,
         });
         let text = metrics.render_text();
-        let series = parse_exposition(&text);
+        let series: Vec<_> = parse_exposition(&text).collect();
         let samples = text
             .lines()
             .filter(|l| !l.starts_with('#') && !l.is_empty())
@@ -455,12 +441,9 @@ mod tests {
     #[test]
     fn a_snapshot_adds_job_and_instance_and_sorts_labels() {
         let at = UNIX_EPOCH + Duration::from_millis(1_800_000_000_123);
-        let series = snapshot(
-            "inferprobe_up{probe=\"chat\",location=\"eu\"} 0\n",
-            "inferprobe",
-            "agent-1:9464",
-            at,
-        );
+        let series: Vec<TimeSeries> = parse_exposition("inferprobe_up{probe=\"chat\",location=\"eu\"} 0\n")
+            .map(|(labels, value)| to_series(labels, value, "inferprobe", "agent-1:9464", unix_ms(at)))
+            .collect();
         let names: Vec<&str> = series[0].labels.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["__name__", "instance", "job", "location", "probe"]);
         assert_eq!(

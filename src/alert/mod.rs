@@ -773,31 +773,30 @@ fn slo_breach(slo: &Slo, window: &VecDeque<(Option<f64>, f64)>) -> Option<Option
         return None;
     }
     let n = window.len();
-    let mut out = Vec::new();
-    if let Some(target) = slo.ttft_p95 {
-        let ttfts: Vec<f64> = window.iter().filter_map(|(t, _)| *t).collect();
-        if let Some(p95) = percentile(ttfts, 0.95)
-            && p95 > target.as_secs_f64()
-        {
-            out.push(format!(
-                "TTFT p95 is {} over the last {n} runs (target {})",
-                seconds_text(Some(p95)),
-                seconds_text(Some(target.as_secs_f64()))
-            ));
-        }
-    }
-    if let Some(target) = slo.total_p95 {
-        let totals: Vec<f64> = window.iter().map(|(_, t)| *t).collect();
-        if let Some(p95) = percentile(totals, 0.95)
-            && p95 > target.as_secs_f64()
-        {
-            out.push(format!(
-                "total latency p95 is {} over the last {n} runs (target {})",
-                seconds_text(Some(p95)),
-                seconds_text(Some(target.as_secs_f64()))
-            ));
-        }
-    }
+    let over = |what: &str, target: Option<Duration>, values: Vec<f64>| {
+        let target = target?.as_secs_f64();
+        let p95 = percentile(values, 0.95).filter(|p| *p > target)?;
+        Some(format!(
+            "{what} p95 is {} over the last {n} runs (target {})",
+            seconds_text(Some(p95)),
+            seconds_text(Some(target))
+        ))
+    };
+    let out: Vec<String> = [
+        over(
+            "TTFT",
+            slo.ttft_p95,
+            window.iter().filter_map(|(t, _)| *t).collect(),
+        ),
+        over(
+            "total latency",
+            slo.total_p95,
+            window.iter().map(|(_, t)| *t).collect(),
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     Some((!out.is_empty()).then(|| out.join("; ")))
 }
 
