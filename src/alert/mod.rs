@@ -650,11 +650,7 @@ impl Alerting {
             }
         }
         firing.alert.resolved_at = Some(now);
-        let lasted = humantime::format_duration(Duration::from_secs(
-            now.duration_since(firing.alert.since)
-                .unwrap_or_default()
-                .as_secs(),
-        ));
+        let lasted = lasted(firing.alert.since, now);
         firing.alert.summary = format!("RESOLVED: {}", firing.alert.summary);
         firing.alert.description = format!("{why} It lasted {lasted}.\n{}", firing.alert.description);
         let note = Notification {
@@ -692,9 +688,7 @@ fn describe_down(
 ) -> (String, String) {
     let p = &outcome.probe;
     let since = since.or(track.bad_since).unwrap_or(now);
-    let lasted = humantime::format_duration(Duration::from_secs(
-        now.duration_since(since).unwrap_or_default().as_secs(),
-    ));
+    let lasted = lasted(since, now);
     let what = failure.reason.describe();
     let summary = format!(
         "{} is DOWN from {}: {} ({} failed runs in a row)",
@@ -735,9 +729,7 @@ fn describe_degraded(
 ) -> (String, String) {
     let p = &outcome.probe;
     let since = since.or(track.bad_since).unwrap_or(now);
-    let lasted = humantime::format_duration(Duration::from_secs(
-        now.duration_since(since).unwrap_or_default().as_secs(),
-    ));
+    let lasted = lasted(since, now);
     let summary = format!("{} is DEGRADED from {}: {what}", p.name, p.location);
     let d = format!(
         "Users in {} get answers from {} at {}, but {what}.\nSince {} ({lasted}).\n{}",
@@ -748,6 +740,14 @@ fn describe_degraded(
         describe_last_good(track.good_before.as_ref()),
     );
     (summary, d)
+}
+
+/// How long since `since`, in whole seconds, for people ("1m 30s").
+fn lasted(since: SystemTime, now: SystemTime) -> String {
+    humantime::format_duration(Duration::from_secs(
+        now.duration_since(since).unwrap_or_default().as_secs(),
+    ))
+    .to_string()
 }
 
 fn describe_last_good(good: Option<&GoodRun>) -> String {
