@@ -96,6 +96,31 @@ pub struct AgentConfig {
     pub external_url: Option<String>,
     /// Push our metrics (for agents that cannot be scraped).
     pub remote_write: Option<RemoteWriteConfig>,
+    pub history: HistoryConfig,
+}
+
+/// `agent.history`: how much run history the store keeps, by age and by disk use
+/// (whichever bound is reached first drops the oldest runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryConfig {
+    pub retention: Duration,
+    pub max_disk_bytes: u64,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            retention: Duration::from_secs(30 * 86_400),
+            max_disk_bytes: 1 << 30,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHistory {
+    retention: Option<String>,
+    max_disk_mb: Option<u64>,
 }
 
 /// The API a probe speaks. The YAML `kind:` values.
@@ -567,6 +592,7 @@ struct RawAgent {
     data_dir: Option<String>,
     external_url: Option<String>,
     remote_write: Option<RawRemoteWrite>,
+    history: Option<RawHistory>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -880,6 +906,7 @@ impl Checker<'_> {
                 data_dir: None,
                 external_url: None,
                 remote_write: None,
+                history: HistoryConfig::default(),
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
@@ -919,13 +946,40 @@ impl Checker<'_> {
             ok
         });
         let remote_write = raw.remote_write.and_then(|r| self.remote_write(r));
+        let history = self.history(raw.history.unwrap_or_default());
         Some(AgentConfig {
             location,
             listen,
             remote_write,
+            history,
             data_dir,
             external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
         })
+    }
+
+    fn history(&mut self, raw: RawHistory) -> HistoryConfig {
+        let mut history = HistoryConfig::default();
+        if let Some(r) = raw.retention
+            && let Some(d) = self.duration(None, "agent.history.retention", &r)
+        {
+            if (Duration::from_secs(3600)..=Duration::from_secs(400 * 86_400)).contains(&d) {
+                history.retention = d;
+            } else {
+                self.error(None, "agent.history.retention", "must be between 1h and 400d");
+            }
+        }
+        if let Some(mb) = raw.max_disk_mb {
+            if (16..=1_000_000).contains(&mb) {
+                history.max_disk_bytes = mb << 20;
+            } else {
+                self.error(
+                    None,
+                    "agent.history.max_disk_mb",
+                    "must be between 16 and 1000000 (MiB)",
+                );
+            }
+        }
+        history
     }
 
     fn check_defaults(&mut self, value: Value) -> Option<Defaults> {

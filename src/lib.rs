@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! probes.yaml ─► config ─► schedule ─► probe/<kind> ─► Outcome ─┬─► metrics ─► server (/metrics)
-//!                                                               ├─► store   ─► server (/api/v1/probes)
+//!                                                               ├─► store   ─► server (/, /api/v1/...), report
 //!                                                               └─► alert ─► store (outbox) ─► notify
 //! ```
 //!
@@ -25,6 +25,7 @@ pub mod push;
 pub mod schedule;
 pub mod server;
 pub mod simulate;
+pub mod stats;
 pub mod store;
 
 use std::collections::HashMap;
@@ -50,7 +51,7 @@ use crate::probe::ReadyProbe;
 use crate::probe::{BuildContext, BuildError};
 use crate::push::Pusher;
 use crate::schedule::Report;
-use crate::store::{Latest, Store, StoreError};
+use crate::store::{HistoryReader, HistoryWriter, Latest, RunRecord, Store, StoreError};
 
 /// Builds every probe of a config, or says which one cannot be built.
 pub fn build_probes(
@@ -120,6 +121,7 @@ pub struct Agent {
     pub metrics: Arc<Metrics>,
     pub latest: Arc<Latest>,
     paging: Arc<Paging>,
+    history: Arc<HistoryWriter>,
     /// The remote_write pusher, when configured.
     push: Option<Pushing>,
     /// `host:port` a scrape would call this agent: the pushed `instance` label.
@@ -148,6 +150,8 @@ impl Agent {
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
         let store = Arc::new(Store::open(&data_dir)?);
+        let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
+        let reader = Arc::new(HistoryReader::open(store.path())?);
         let api_base = config
             .agent
             .external_url
@@ -164,6 +168,7 @@ impl Agent {
             metrics.clone(),
             latest.clone(),
             paging.clone(),
+            history.clone(),
             current.clone(),
         ));
         let server_shutdown = CancellationToken::new();
@@ -173,8 +178,11 @@ impl Agent {
                 metrics: metrics.clone(),
                 latest: latest.clone(),
                 alerts: paging.active.subscribe(),
+                history: reader,
                 ready: ready.clone(),
                 location: location.clone(),
+                started_at: SystemTime::now(),
+                board: Arc::default(),
             },
             server_shutdown.clone(),
         ));
@@ -182,6 +190,7 @@ impl Agent {
             metrics,
             latest,
             paging,
+            history,
             push: None,
             instance,
             location,
@@ -291,6 +300,7 @@ impl Agent {
             .configure(config.probes.iter().map(|p| p.name.as_str()));
         self.metrics.configured(self.running.len(), &added, &retired);
         self.paging.configure(config, receivers);
+        self.history.set_limits(config.agent.history);
         // remote_write: started, replaced or stopped as the file says.
         let unchanged = match (&self.push, &config.agent.remote_write) {
             (Some(p), Some(rw)) => p.config == *rw,
@@ -326,6 +336,10 @@ impl Agent {
         // The fan-out loop ends once every sender (loops and runs) is gone.
         let _ = tokio::time::timeout(Duration::from_secs(2), self.fanout).await;
         self.paging.stop();
+        // The last runs to disk: the writer commits what is queued, then stops.
+        if let Ok(history) = Arc::try_unwrap(self.history) {
+            let _ = tokio::task::spawn_blocking(move || history.close()).await;
+        }
         if let Some(push) = self.push {
             // Its last push: what the runs just drained left in the metrics.
             push.cancel.cancel();
@@ -616,12 +630,14 @@ impl Paging {
     }
 }
 
-/// The single consumer of reports: metrics first, then the store, then the log line.
+/// The single consumer of reports: metrics first, then the stores (latest, history,
+/// alert state), then the log line.
 async fn fan_out(
     mut rx: mpsc::Receiver<Report>,
     metrics: Arc<Metrics>,
     latest: Arc<Latest>,
     paging: Arc<Paging>,
+    history: Arc<HistoryWriter>,
     current: Current,
 ) {
     while let Some(report) = rx.recv().await {
@@ -635,6 +651,12 @@ async fn fan_out(
                 if is_current {
                     metrics.record(&outcome);
                     latest.record(&outcome);
+                    history.record(RunRecord::from_outcome(&outcome));
+                    let stats = history.stats();
+                    metrics.history(
+                        stats.dropped.load(Ordering::Relaxed),
+                        stats.disk_bytes.load(Ordering::Relaxed),
+                    );
                     paging.observe(&outcome);
                 }
                 log_outcome(&outcome);

@@ -161,6 +161,8 @@ pub struct Metrics {
     push_samples: Family<AgentLabels, Counter>,
     push_queue: Family<AgentLabels, Gauge>,
     push_last_success: Family<AgentLabels, FloatGauge>,
+    history_dropped: Family<AgentLabels, Counter>,
+    history_disk: Family<AgentLabels, Gauge>,
 }
 
 /// Labels of the agent's own series (paging): receiver names and closed sets only.
@@ -195,6 +197,8 @@ impl Metrics {
             push_samples: Family::default(),
             push_queue: Family::default(),
             push_last_success: Family::default(),
+            history_dropped: Family::default(),
+            history_disk: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -327,6 +331,17 @@ impl Metrics {
             "Unix time of the last accepted remote_write request",
             Unit::Seconds,
             m.push_last_success.clone(),
+        );
+        agent.register(
+            "history_runs_dropped",
+            "Finished runs not kept in the local history (the writer fell a full queue behind, or the disk failed)",
+            m.history_dropped.clone(),
+        );
+        agent.register_with_unit(
+            "history_disk",
+            "Disk used by the local store (database and its write-ahead log)",
+            Unit::Bytes,
+            m.history_disk.clone(),
         );
         agent.register(
             "build",
@@ -481,6 +496,18 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// The history writer's figures: runs dropped so far (a running total) and disk use.
+    pub fn history(&self, dropped: u64, disk_bytes: u64) {
+        let dropped_counter = self.history_dropped.get_or_create(&Vec::new());
+        let seen = dropped_counter.get();
+        if dropped > seen {
+            dropped_counter.inc_by(dropped - seen);
+        }
+        self.history_disk
+            .get_or_create(&Vec::new())
+            .set(i64::try_from(disk_bytes).unwrap_or(i64::MAX));
     }
 
     pub fn push_request(&self, result: &'static str) {

@@ -1,9 +1,13 @@
 //! What the agent remembers: in memory, the latest outcome of each probe and its run
 //! counts, for the JSON API ([`Latest`]); on disk, alert state and the notification
-//! outbox ([`Store`]). Consumes `&Outcome`; never sees probes.
+//! outbox ([`Store`]), and the run history ([`HistoryWriter`], [`HistoryReader`]). Consumes `&Outcome`; never sees probes.
 
 mod disk;
+mod history;
 pub use disk::{Pending, Store, StoreError};
+pub use history::{
+    Cursor, HistoryReader, HistoryStats, HistoryWriter, ResultsPage, RunQuery, RunRecord, disk_bytes,
+};
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -50,6 +54,15 @@ impl Latest {
         for name in keep {
             probes.entry(name.to_owned()).or_default();
         }
+    }
+
+    /// Each configured probe's name and latest outcome, in name order.
+    pub fn outcomes(&self) -> Vec<(String, Option<Outcome>)> {
+        let probes = self.probes.read().expect("store lock");
+        probes
+            .iter()
+            .map(|(name, s)| (name.clone(), s.last.clone()))
+            .collect()
     }
 
     /// `/api/v1/probes`: one object per probe, in name order.

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{AlertConfig, RateLimited, Severity, Slo};
 use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
+use crate::stats::percentile;
 
 /// How long a resolved alert is still re-sent to Alertmanager, so that a lost "resolved"
 /// post is repaired (Prometheus keeps resolved alerts for the same 15 minutes).
@@ -798,16 +799,6 @@ fn slo_breach(slo: &Slo, window: &VecDeque<(Option<f64>, f64)>) -> Option<Option
     .flatten()
     .collect();
     Some((!out.is_empty()).then(|| out.join("; ")))
-}
-
-/// Nearest-rank percentile.
-pub fn percentile(mut values: Vec<f64>, q: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
-    Some(values[rank - 1])
 }
 
 fn seconds_text(s: Option<f64>) -> String {

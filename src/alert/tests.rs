@@ -143,6 +143,7 @@ fn slo(ttft_ms: Option<u64>, total_ms: Option<u64>) -> Slo {
         ttft_p95: ttft_ms.map(Duration::from_millis),
         total_p95: total_ms.map(Duration::from_millis),
         window: 10,
+        availability_bp: None,
     }
 }
 
@@ -475,15 +476,6 @@ fn active_alerts_keep_resolved_ones_for_a_while() {
     assert!(active[0].alert.resolved_at.is_some());
     assert!(h.alerting.firing().is_empty());
     assert!(h.alerting.active(h.now + RESOLVED_RETENTION).is_empty());
-}
-
-#[test]
-fn percentile_is_nearest_rank() {
-    let v: Vec<f64> = (1..=20).map(f64::from).collect();
-    assert_eq!(percentile(v.clone(), 0.95), Some(19.0));
-    assert_eq!(percentile(v, 0.5), Some(10.0));
-    assert_eq!(percentile(vec![3.0], 0.95), Some(3.0));
-    assert_eq!(percentile(Vec::new(), 0.95), None);
 }
 
 #[test]

@@ -124,6 +124,16 @@ pub struct Slo {
     pub ttft_p95: Option<Duration>,
     pub total_p95: Option<Duration>,
     pub window: u32,
+    /// The availability objective in hundredths of a percent (99.9 % = 9990), for the
+    /// weekly report; alerts page on failures, not on this.
+    pub availability_bp: Option<u32>,
+}
+
+impl Slo {
+    /// The availability objective as a fraction (0.999).
+    pub fn availability(&self) -> Option<f64> {
+        self.availability_bp.map(|bp| f64::from(bp) / 10_000.0)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,6 +188,7 @@ pub(super) struct RawSlo {
     ttft_p95: Option<String>,
     total_p95: Option<String>,
     window: Option<u32>,
+    availability: Option<f64>,
 }
 
 impl RawSlo {
@@ -187,6 +198,7 @@ impl RawSlo {
             ttft_p95: self.ttft_p95.or(d.ttft_p95),
             total_p95: self.total_p95.or(d.total_p95),
             window: self.window.or(d.window),
+            availability: self.availability.or(d.availability),
         }
     }
 }
@@ -426,10 +438,23 @@ impl Checker<'_> {
         let total_p95 = raw
             .total_p95
             .and_then(|s| self.duration(probe, &key("total_p95"), &s));
+        let availability_bp = raw.availability.and_then(|a| {
+            if (50.0..=100.0).contains(&a) {
+                Some((a * 100.0).round() as u32)
+            } else {
+                self.error(
+                    probe,
+                    &key("availability"),
+                    "must be a percentage between 50 and 100, like 99.9",
+                );
+                None
+            }
+        });
         (self.errors.len() == before).then_some(Slo {
             ttft_p95,
             total_p95,
             window,
+            availability_bp,
         })
     }
 }

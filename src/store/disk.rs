@@ -13,9 +13,11 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, params};
+
+use super::history::{from_unix_ms, unix_ms};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -27,6 +29,8 @@ pub enum StoreError {
     Lock { path: PathBuf, source: std::io::Error },
     #[error("cannot open {path}: {source}")]
     Open { path: PathBuf, source: rusqlite::Error },
+    #[error("cannot start the history writer: {source}")]
+    Thread { source: std::io::Error },
     #[error("store: {0}")]
     Sql(#[from] rusqlite::Error),
 }
@@ -115,6 +119,7 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
+        conn.execute_batch(super::history::SCHEMA).map_err(open_err)?;
         Ok(Store {
             path,
             conn: Mutex::new(conn),
@@ -255,17 +260,10 @@ impl Store {
     }
 }
 
-fn unix_ms(t: SystemTime) -> i64 {
-    i64::try_from(t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
-}
-
-fn from_unix_ms(ms: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("inferprobe-store-{name}-{}", std::process::id()));

@@ -1,0 +1,415 @@
+//! The agent's own port (default 9464), apart from any service it watches:
+//!
+//! - `GET /metrics`: our metrics; OpenMetrics when the scraper asks for it, else the
+//!   Prometheus text format 0.0.4.
+//! - `GET /healthz`: the process is alive.
+//! - `GET /readyz`: a configuration is loaded and the probes are scheduled.
+//! - `GET /api/v1/probes`: each probe's latest outcome as JSON (no secrets);
+//!   `GET /api/v1/probes/{name}`: one probe, with its active alerts (pages link here).
+//! - `GET /api/v1/alerts`: active alerts (firing, and resolved in the last 15 minutes).
+//! - `GET /api/v1/results?probe=&location=&since=&until=&limit=&cursor=`: run history,
+//!   oldest first, paginated by an opaque cursor.
+//! - `GET /`: the status page; `GET /probes/{name}`: one probe with its recent runs
+//!   (rendered by [`page`]).
+//!
+//! Reads metrics, the store and the alert board only. History queries run on the
+//! blocking pool, never on the async workers that serve `/metrics`.
+
+mod page;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::alert::Firing;
+use crate::metrics::Metrics;
+use crate::store::{Cursor, HistoryReader, Latest, RunQuery, RunRecord, StoreError};
+use page::{AgentView, ProbeView};
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[derive(Clone)]
+pub struct ServerState {
+    pub metrics: Arc<Metrics>,
+    pub latest: Arc<Latest>,
+    /// Active alerts, as paging last published them.
+    pub alerts: tokio::sync::watch::Receiver<Arc<Vec<Firing>>>,
+    pub history: Arc<HistoryReader>,
+    pub ready: Arc<AtomicBool>,
+    pub location: String,
+    pub started_at: SystemTime,
+    /// The status page's figures, reused for a few seconds: a dozen people watching the
+    /// page during an incident must not each re-read a week of history.
+    pub board: Arc<Mutex<Option<(Instant, Board)>>>,
+}
+
+type Board = Arc<(AgentView, Vec<ProbeView>)>;
+
+/// How long the status page's figures are reused.
+const BOARD_TTL: Duration = Duration::from_secs(5);
+/// Runs on a probe's page.
+const RECENT_RUNS: usize = 100;
+/// `/api/v1/results` page size: default and most.
+const RESULTS_LIMIT: (usize, usize) = (100, 1000);
+
+/// Serves until `shutdown` fires.
+pub async fn serve(
+    listener: TcpListener,
+    state: ServerState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/", get(status_page))
+        .route("/probes/{name}", get(probe_page))
+        .route("/api/v1/results", get(results))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/api/v1/probes", get(probes))
+        .route("/api/v1/probes/{name}", get(probe))
+        .route("/api/v1/alerts", get(alerts))
+        .with_state(state);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+async fn metrics(State(s): State<ServerState>, headers: HeaderMap) -> Response {
+    let wants_openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    if wants_openmetrics {
+        (
+            [(header::CONTENT_TYPE, OPENMETRICS)],
+            s.metrics.render_openmetrics(),
+        )
+            .into_response()
+    } else {
+        ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], s.metrics.render_text()).into_response()
+    }
+}
+
+async fn readyz(State(s): State<ServerState>) -> Response {
+    if s.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response()
+    }
+}
+
+async fn probes(State(s): State<ServerState>) -> Response {
+    let mut body = s.latest.to_json();
+    body["location"] = serde_json::Value::from(s.location.as_str());
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+async fn probe(State(s): State<ServerState>, Path(name): Path<String>) -> Response {
+    let Some(mut body) = s.latest.probe_json(&name) else {
+        return (StatusCode::NOT_FOUND, format!("no probe named {name:?}\n")).into_response();
+    };
+    body["location"] = serde_json::Value::from(s.location.as_str());
+    let alerts = s.alerts.borrow().clone();
+    body["alerts"] = alerts
+        .iter()
+        .filter(|f| f.alert.probe == name)
+        .map(alert_json)
+        .collect();
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+async fn alerts(State(s): State<ServerState>) -> Response {
+    let alerts = s.alerts.borrow().clone();
+    let list: Vec<serde_json::Value> = alerts.iter().map(alert_json).collect();
+    let body = serde_json::json!({ "location": s.location, "alerts": list });
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn alert_json(f: &Firing) -> serde_json::Value {
+    let a = &f.alert;
+    let time = |t: std::time::SystemTime| crate::alert::rfc3339(t);
+    serde_json::json!({
+        "alertname": a.alertname(),
+        "state": if a.resolved_at.is_some() { "resolved" } else { "firing" },
+        "severity": a.severity.as_str(),
+        "probe": a.probe,
+        "summary": a.summary,
+        "description": a.description,
+        "reason": a.reason,
+        "last_status": a.last_status,
+        "since": time(a.since),
+        "fired_at": time(a.fired_at),
+        "resolved_at": a.resolved_at.map(time),
+        "receivers": f.receivers,
+    })
+}
+
+async fn status_page(State(s): State<ServerState>) -> Response {
+    let cached = s
+        .board
+        .lock()
+        .expect("board lock")
+        .as_ref()
+        .filter(|(at, _)| at.elapsed() < BOARD_TTL)
+        .map(|(_, b)| b.clone());
+    let board = match cached {
+        Some(b) => b,
+        None => {
+            let s2 = s.clone();
+            match tokio::task::spawn_blocking(move || board(&s2, None)).await {
+                Ok(Ok(b)) => {
+                    let b = Arc::new(b);
+                    *s.board.lock().expect("board lock") = Some((Instant::now(), b.clone()));
+                    b
+                }
+                Ok(Err(e)) => return history_error(&e),
+                Err(e) => return internal(&e.to_string()),
+            }
+        }
+    };
+    Html(page::index(&board.0, &board.1)).into_response()
+}
+
+async fn probe_page(State(s): State<ServerState>, Path(name): Path<String>) -> Response {
+    if s.latest.probe_json(&name).is_none() {
+        return (StatusCode::NOT_FOUND, format!("no probe named {name:?}\n")).into_response();
+    }
+    let s2 = s.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        let (agent, mut views) = board(&s2, Some(&name))?;
+        let recent = s2.history.recent(&name, &s2.location, RECENT_RUNS)?;
+        Ok::<_, StoreError>((agent, views.pop(), recent))
+    })
+    .await;
+    match built {
+        Ok(Ok((agent, Some(view), recent))) => Html(page::probe_page(&agent, &view, &recent)).into_response(),
+        Ok(Ok((_, None, _))) => StatusCode::NOT_FOUND.into_response(),
+        Ok(Err(e)) => history_error(&e),
+        Err(e) => internal(&e.to_string()),
+    }
+}
+
+/// The page's figures: every configured probe (or one), with 7 days of this
+/// location's history, its latest outcome and its firing alerts.
+fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeView>), StoreError> {
+    let now = SystemTime::now();
+    let alerts = s.alerts.borrow().clone();
+    let firing = |probe: &str| -> Vec<Firing> {
+        alerts
+            .iter()
+            .filter(|f| f.alert.probe == probe && f.alert.resolved_at.is_none())
+            .cloned()
+            .collect()
+    };
+    let outcomes: Vec<_> = s
+        .latest
+        .outcomes()
+        .into_iter()
+        .filter(|(name, _)| only.is_none_or(|o| o == name))
+        .collect();
+    let query = RunQuery {
+        probe: only.map(str::to_owned),
+        location: Some(s.location.clone()),
+        since: now
+            .checked_sub(page::WINDOWS[2].0)
+            .unwrap_or(SystemTime::UNIX_EPOCH),
+        until: now + Duration::from_secs(1),
+    };
+    let mut views: HashMap<String, ProbeView> = HashMap::new();
+    s.history.for_each_series(&query, |runs| {
+        let name = runs[0].probe.clone();
+        if outcomes.iter().any(|(n, _)| *n == name) {
+            let view = ProbeView::new(&name, &runs, firing(&name), now);
+            views.insert(name, view);
+        }
+    })?;
+    let probes = outcomes
+        .into_iter()
+        .map(|(name, last)| {
+            let mut view = views
+                .remove(&name)
+                .unwrap_or_else(|| ProbeView::new(&name, &[], firing(&name), now));
+            if let Some(o) = last {
+                view.kind = Some(o.probe.kind.to_owned());
+                view.model = Some(o.probe.model.clone()).filter(|m| !m.is_empty());
+                view.endpoint = Some(o.probe.endpoint.clone());
+                // The history writer may be a few milliseconds behind.
+                if view.last.as_ref().is_none_or(|r| r.at < o.started_at) {
+                    let record = RunRecord::from_outcome(&o);
+                    if !record.success() {
+                        view.last_failure = Some(record.clone());
+                    }
+                    view.last = Some(record);
+                }
+            }
+            view
+        })
+        .collect();
+    let agent = AgentView {
+        location: s.location.clone(),
+        started_at: s.started_at,
+        history_since: s.history.oldest(&s.location)?,
+        now,
+    };
+    Ok((agent, probes))
+}
+
+async fn results(State(s): State<ServerState>, Query(params): Query<HashMap<String, String>>) -> Response {
+    let now = SystemTime::now();
+    let query = match results_query(&params, now) {
+        Ok(q) => q,
+        Err(message) => return (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response(),
+    };
+    let (q, cursor, limit) = query;
+    let q2 = q.clone();
+    let history = s.history.clone();
+    let page = match tokio::task::spawn_blocking(move || history.results(&q2, cursor, limit)).await {
+        Ok(Ok(page)) => page,
+        Ok(Err(e)) => return history_error(&e),
+        Err(e) => return internal(&e.to_string()),
+    };
+    let next = page.next.map(|c| {
+        let mut link = format!(
+            "/api/v1/results?since={}&until={}&limit={limit}&cursor={}",
+            humantime::format_rfc3339_millis(q.since),
+            humantime::format_rfc3339_millis(q.until),
+            c.encode()
+        );
+        if let Some(p) = &q.probe {
+            link += &format!("&probe={}", page::url_encode(p));
+        }
+        if let Some(l) = &q.location {
+            link += &format!("&location={}", page::url_encode(l));
+        }
+        link
+    });
+    let body = serde_json::json!({
+        "since": humantime::format_rfc3339_millis(q.since).to_string(),
+        "until": humantime::format_rfc3339_millis(q.until).to_string(),
+        "count": page.runs.len(),
+        "results": page.runs.iter().map(RunRecord::to_json).collect::<Vec<_>>(),
+        "next_cursor": page.next.map(Cursor::encode),
+        "next": next,
+    });
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// `since`/`until`: RFC 3339 (`2026-11-30T12:00:00Z`), Unix seconds, or a duration
+/// meaning that long ago (`15m`, `7d`). Defaults: the last 24 hours.
+fn results_query(
+    params: &HashMap<String, String>,
+    now: SystemTime,
+) -> Result<(RunQuery, Option<Cursor>, usize), String> {
+    for key in params.keys() {
+        if !["probe", "location", "since", "until", "limit", "cursor"].contains(&key.as_str()) {
+            return Err(format!(
+                "unknown parameter {key:?}; use probe, location, since, until, limit, cursor"
+            ));
+        }
+    }
+    let time = |key: &str, default: SystemTime| -> Result<SystemTime, String> {
+        let Some(v) = params.get(key) else {
+            return Ok(default);
+        };
+        parse_time(v, now).ok_or_else(|| {
+            format!("{key}={v:?} is not a time: use RFC 3339 (2026-11-30T12:00:00Z), Unix seconds, or a duration ago (15m, 7d)")
+        })
+    };
+    let since = time(
+        "since",
+        now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now),
+    )?;
+    let until = time("until", now + Duration::from_secs(1))?;
+    if since > until {
+        return Err("since is after until".into());
+    }
+    let limit = match params.get("limit") {
+        None => RESULTS_LIMIT.0,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (1..=RESULTS_LIMIT.1).contains(&n) => n,
+            _ => return Err(format!("limit={v:?}: give 1 to {}", RESULTS_LIMIT.1)),
+        },
+    };
+    let cursor = match params.get("cursor") {
+        None => None,
+        Some(c) => {
+            Some(Cursor::decode(c).ok_or_else(|| format!("cursor={c:?} is not a cursor this API gave"))?)
+        }
+    };
+    let query = RunQuery {
+        probe: params.get("probe").cloned(),
+        location: params.get("location").cloned(),
+        since,
+        until,
+    };
+    Ok((query, cursor, limit))
+}
+
+/// A point in time as the API and the report take it.
+pub fn parse_time(v: &str, now: SystemTime) -> Option<SystemTime> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(v) {
+        return Some(t);
+    }
+    if let Ok(secs) = v.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs_f64(secs));
+    }
+    humantime::parse_duration(v).ok().and_then(|d| now.checked_sub(d))
+}
+
+fn history_error(e: &StoreError) -> Response {
+    tracing::error!(error = %e, "Cannot read the run history.");
+    internal("cannot read the run history; see the agent's log")
+}
+
+fn internal(message: &str) -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, format!("{message}\n")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_take_three_forms() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(parse_time("15m", now), Some(now - Duration::from_secs(900)));
+        assert_eq!(parse_time("1800000000", now), Some(now));
+        assert_eq!(
+            parse_time("2027-01-15T08:00:00Z", now),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
+        );
+        assert_eq!(parse_time("yesterday", now), None);
+    }
+
+    #[test]
+    fn bad_result_queries_say_what_is_wrong() {
+        let now = SystemTime::now();
+        let q = |pairs: &[(&str, &str)]| {
+            let params = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            results_query(&params, now).map(|_| ()).unwrap_err()
+        };
+        assert!(q(&[("limit", "0")]).contains("limit"));
+        assert!(q(&[("limit", "5000")]).contains("1 to 1000"));
+        assert!(q(&[("since", "soon")]).contains("RFC 3339"));
+        assert!(q(&[("cursor", "x")]).contains("cursor"));
+        assert!(q(&[("probes", "a")]).contains("unknown parameter"));
+        assert!(q(&[("since", "1h"), ("until", "2h")]).contains("after"));
+    }
+}

@@ -1,0 +1,907 @@
+//! Run history: one row per finished run, in the same SQLite file as the alert state.
+//!
+//! Writing never delays a run: the fan-out hands each record to a bounded channel
+//! ([`HistoryWriter::record`] never blocks; a full channel drops and counts) and one
+//! writer thread commits whatever has queued in one transaction (group commit), so a
+//! finished run reaches the disk within milliseconds and a `kill -9` loses at most the
+//! batch being written. The same thread enforces the bounds every second: rows older
+//! than the retention go, then the oldest rows until the live pages fit `max_disk_bytes`
+//! (freed pages are reused, so the file stops growing there).
+//!
+//! Readers ([`HistoryReader`]) open their own read-only connection: WAL lets them read
+//! while the agent writes, and `inferprobe report` reads a running agent's store.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags, params, params_from_iter};
+
+use super::StoreError;
+use crate::config::HistoryConfig;
+use crate::outcome::Outcome;
+
+/// Runs queued for the writer at most (about 250 bytes each).
+const QUEUE: usize = 16_384;
+/// Rows written per transaction at most.
+const BATCH: usize = 2_048;
+/// Rows deleted per statement, so a clean-up never holds the write lock for long.
+const DELETE_CHUNK: i64 = 5_000;
+/// Failure messages are kept this short.
+const MESSAGE_CHARS: usize = 300;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS series (
+    id       INTEGER PRIMARY KEY,
+    probe    TEXT NOT NULL,
+    location TEXT NOT NULL,
+    UNIQUE (probe, location)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id            INTEGER PRIMARY KEY,
+    series        INTEGER NOT NULL,
+    at_ms         INTEGER NOT NULL,
+    reason        TEXT,
+    message       TEXT,
+    status        INTEGER,
+    ttfb_us       INTEGER,
+    ttft_us       INTEGER,
+    tpot_us       INTEGER,
+    total_us      INTEGER,
+    tokens        INTEGER,
+    prompt_bucket TEXT NOT NULL,
+    image_bucket  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_series ON runs (series, at_ms);
+CREATE INDEX IF NOT EXISTS runs_by_time ON runs (at_ms);
+";
+
+/// One finished run as the history keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// When the run started (wall clock).
+    pub at: SystemTime,
+    pub probe: String,
+    pub location: String,
+    /// The failure reason's label value; `None` for a successful run.
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub status: Option<u16>,
+    pub ttfb: Option<Duration>,
+    pub ttft: Option<Duration>,
+    pub tpot: Option<Duration>,
+    pub total: Option<Duration>,
+    pub output_tokens: Option<u64>,
+    pub prompt_bucket: String,
+    pub image_bucket: String,
+}
+
+impl RunRecord {
+    pub fn from_outcome(outcome: &Outcome) -> RunRecord {
+        let o = &outcome.observation;
+        RunRecord {
+            at: outcome.started_at,
+            probe: outcome.probe.name.clone(),
+            location: outcome.probe.location.clone(),
+            reason: o.failure().map(|f| f.reason.as_str().to_owned()),
+            message: o.failure().map(|f| shorten(&f.message)),
+            status: o.http_status,
+            ttfb: o.ttfb(),
+            ttft: o.ttft(),
+            tpot: o.tpot(),
+            total: o.total(),
+            output_tokens: o.output_tokens,
+            prompt_bucket: o.prompt_bucket.to_owned(),
+            image_bucket: o.image_bucket.to_owned(),
+        }
+    }
+
+    pub fn success(&self) -> bool {
+        self.reason.is_none()
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+        serde_json::json!({
+            "probe": self.probe,
+            "location": self.location,
+            "started_at": humantime::format_rfc3339_millis(self.at).to_string(),
+            "success": self.success(),
+            "reason": self.reason,
+            "message": self.message,
+            "http_status": self.status,
+            "ttfb_seconds": secs(self.ttfb),
+            "ttft_seconds": secs(self.ttft),
+            "tpot_seconds": secs(self.tpot),
+            "total_seconds": secs(self.total),
+            "output_tokens": self.output_tokens,
+            "prompt_bucket": self.prompt_bucket,
+            "image_bucket": self.image_bucket,
+        })
+    }
+}
+
+fn shorten(s: &str) -> String {
+    match s.char_indices().nth(MESSAGE_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+// Runs are nearly every message: boxing them would cost an allocation per run.
+#[allow(clippy::large_enum_variant)]
+enum Message {
+    Run(RunRecord),
+    /// Acknowledged once everything queued before it is committed.
+    Flush(SyncSender<()>),
+}
+
+/// Counters the writer keeps, for metrics and the status page.
+#[derive(Debug, Default)]
+pub struct HistoryStats {
+    pub written: AtomicU64,
+    /// Runs not kept: the queue was full or a write failed.
+    pub dropped: AtomicU64,
+    /// Rows removed by retention or the disk bound.
+    pub expired: AtomicU64,
+    /// The database file and its WAL, as of the last check.
+    pub disk_bytes: AtomicU64,
+}
+
+/// The history's writing end: a bounded queue and the thread that drains it.
+pub struct HistoryWriter {
+    tx: Option<SyncSender<Message>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    stats: Arc<HistoryStats>,
+    limits: Arc<Mutex<HistoryConfig>>,
+}
+
+impl std::fmt::Debug for HistoryWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryWriter").finish_non_exhaustive()
+    }
+}
+
+impl HistoryWriter {
+    /// Starts the writer on the store at `db` (created by `Store::open`).
+    pub fn start(db: &Path, limits: HistoryConfig) -> Result<HistoryWriter, StoreError> {
+        Self::start_with(db, limits, Duration::from_secs(1))
+    }
+
+    /// As [`start`](Self::start), checking the bounds every `maintain_every`.
+    pub fn start_with(
+        db: &Path,
+        limits: HistoryConfig,
+        maintain_every: Duration,
+    ) -> Result<HistoryWriter, StoreError> {
+        let conn = open(db, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        // Keep the WAL from growing past what one busy minute writes.
+        conn.pragma_update(None, "journal_size_limit", 32 << 20)?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let stats = Arc::new(HistoryStats::default());
+        let limits = Arc::new(Mutex::new(limits));
+        let mut writer = Writer {
+            conn,
+            db: db.to_owned(),
+            limits: limits.clone(),
+            stats: stats.clone(),
+            series: std::collections::HashMap::new(),
+            last_error_log: None,
+        };
+        writer.maintain();
+        let thread = std::thread::Builder::new()
+            .name("inferprobe-history".into())
+            .spawn(move || writer.run(rx, maintain_every))
+            .map_err(|source| StoreError::Thread { source })?;
+        Ok(HistoryWriter {
+            tx: Some(tx),
+            thread: Some(thread),
+            stats,
+            limits,
+        })
+    }
+
+    /// Queues a finished run. Never blocks: when the writer is behind by a full queue
+    /// the run is dropped and counted, so the probes keep their schedule.
+    pub fn record(&self, run: RunRecord) -> bool {
+        let Some(tx) = &self.tx else { return false };
+        match tx.try_send(Message::Run(run)) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// New bounds (a reload); applied at the next check.
+    pub fn set_limits(&self, limits: HistoryConfig) {
+        *self.limits.lock().unwrap_or_else(|p| p.into_inner()) = limits;
+    }
+
+    /// Waits until every run queued so far is on disk.
+    pub fn flush(&self) {
+        let Some(tx) = &self.tx else { return };
+        let (ack, done) = sync_channel(1);
+        if tx.send(Message::Flush(ack)).is_ok() {
+            let _ = done.recv();
+        }
+    }
+
+    pub fn stats(&self) -> &Arc<HistoryStats> {
+        &self.stats
+    }
+
+    /// Writes what is queued and stops the thread.
+    pub fn close(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for HistoryWriter {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Writer {
+    conn: Connection,
+    db: PathBuf,
+    limits: Arc<Mutex<HistoryConfig>>,
+    stats: Arc<HistoryStats>,
+    /// (probe, location) -> series id.
+    series: std::collections::HashMap<(String, String), i64>,
+    last_error_log: Option<Instant>,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Message>, maintain_every: Duration) {
+        let mut last_check = Instant::now();
+        let mut batch = Vec::with_capacity(BATCH);
+        loop {
+            let wait = maintain_every.saturating_sub(last_check.elapsed());
+            match rx.recv_timeout(wait) {
+                Ok(first) => {
+                    batch.push(first);
+                    while batch.len() < BATCH {
+                        match rx.try_recv() {
+                            Ok(m) => batch.push(m),
+                            Err(_) => break,
+                        }
+                    }
+                    self.write(&mut batch);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if last_check.elapsed() >= maintain_every {
+                self.maintain();
+                last_check = Instant::now();
+            }
+        }
+    }
+
+    fn write(&mut self, batch: &mut Vec<Message>) {
+        let mut runs = Vec::new();
+        let mut acks = Vec::new();
+        for m in batch.drain(..) {
+            match m {
+                Message::Run(r) => runs.push(r),
+                Message::Flush(ack) => acks.push(ack),
+            }
+        }
+        if !runs.is_empty() {
+            match self.insert(&runs) {
+                Ok(()) => {
+                    self.stats.written.fetch_add(runs.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.stats.dropped.fetch_add(runs.len() as u64, Ordering::Relaxed);
+                    self.complain(&e, "Cannot write run history; these runs are not kept.");
+                    // A failed transaction may have left ids of series that rolled back.
+                    self.series.clear();
+                }
+            }
+        }
+        for ack in acks {
+            let _ = ack.send(());
+        }
+    }
+
+    fn insert(&mut self, runs: &[RunRecord]) -> Result<(), rusqlite::Error> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut find = tx.prepare_cached(
+                "INSERT INTO series (probe, location) VALUES (?1, ?2)
+                 ON CONFLICT (probe, location) DO UPDATE SET probe = probe RETURNING id",
+            )?;
+            let mut add = tx.prepare_cached(
+                "INSERT INTO runs (series, at_ms, reason, message, status, ttfb_us, ttft_us, tpot_us,
+                                   total_us, tokens, prompt_bucket, image_bucket)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?;
+            for r in runs {
+                let key = (r.probe.clone(), r.location.clone());
+                let series = match self.series.get(&key) {
+                    Some(id) => *id,
+                    None => {
+                        let id: i64 = find.query_row(params![r.probe, r.location], |row| row.get(0))?;
+                        self.series.insert(key, id);
+                        id
+                    }
+                };
+                add.execute(params![
+                    series,
+                    unix_ms(r.at),
+                    r.reason,
+                    r.message,
+                    r.status,
+                    r.ttfb.map(micros),
+                    r.ttft.map(micros),
+                    r.tpot.map(micros),
+                    r.total.map(micros),
+                    r.output_tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
+                    r.prompt_bucket,
+                    r.image_bucket,
+                ])?;
+            }
+        }
+        tx.commit()
+    }
+
+    /// Enforces retention and the disk bound, and refreshes the disk figure.
+    fn maintain(&mut self) {
+        if let Err(e) = self.expire() {
+            self.complain(&e, "Cannot trim run history.");
+        }
+        self.stats
+            .disk_bytes
+            .store(disk_bytes(&self.db), Ordering::Relaxed);
+    }
+
+    fn expire(&mut self) -> Result<(), rusqlite::Error> {
+        let limits = *self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        let cutoff = unix_ms(
+            SystemTime::now()
+                .checked_sub(limits.retention)
+                .unwrap_or(UNIX_EPOCH),
+        );
+        // Bounded work per check: at most 20 chunks, the rest at the next check.
+        for _ in 0..20 {
+            let n = self.conn.execute(
+                "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE at_ms < ?1 ORDER BY at_ms LIMIT ?2)",
+                params![cutoff, DELETE_CHUNK],
+            )?;
+            self.stats.expired.fetch_add(n as u64, Ordering::Relaxed);
+            if (n as i64) < DELETE_CHUNK {
+                break;
+            }
+        }
+        for _ in 0..20 {
+            let used = self.used_bytes()?;
+            if used <= limits.max_disk_bytes {
+                break;
+            }
+            // Delete a share proportional to the excess, so a far-over store converges
+            // in a few steps and a slightly-over one loses little.
+            let rows: i64 =
+                self.conn
+                    .query_row("SELECT COALESCE(MAX(id) - MIN(id) + 1, 0) FROM runs", [], |r| {
+                        r.get(0)
+                    })?;
+            if rows == 0 {
+                break;
+            }
+            let excess = (used - limits.max_disk_bytes * 9 / 10) as f64 / used as f64;
+            let take = ((rows as f64 * excess).ceil() as i64).clamp(100, DELETE_CHUNK * 4);
+            let n = self.conn.execute(
+                "DELETE FROM runs WHERE id IN (SELECT id FROM runs ORDER BY id LIMIT ?1)",
+                [take],
+            )?;
+            self.stats.expired.fetch_add(n as u64, Ordering::Relaxed);
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages holding data (the file minus its free list), in bytes.
+    fn used_bytes(&self) -> Result<u64, rusqlite::Error> {
+        let pragma = |name: &str| -> Result<u64, rusqlite::Error> {
+            let v: i64 = self.conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))?;
+            Ok(u64::try_from(v).unwrap_or(0))
+        };
+        let pages = pragma("page_count")?.saturating_sub(pragma("freelist_count")?);
+        Ok(pages * pragma("page_size")?)
+    }
+
+    /// Logs at most once a minute: a full disk must not flood the log too.
+    fn complain(&mut self, e: &rusqlite::Error, what: &str) {
+        if self
+            .last_error_log
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(60))
+        {
+            self.last_error_log = Some(Instant::now());
+            tracing::error!(error = %e, dropped = self.stats.dropped.load(Ordering::Relaxed), "{what}");
+        }
+    }
+}
+
+/// The database file and its WAL, in bytes.
+pub fn disk_bytes(db: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    size(db) + size(Path::new(&wal))
+}
+
+/// Which runs to read.
+#[derive(Debug, Clone)]
+pub struct RunQuery {
+    pub probe: Option<String>,
+    pub location: Option<String>,
+    /// Runs that started in `[since, until)`.
+    pub since: SystemTime,
+    pub until: SystemTime,
+}
+
+/// A page of `/api/v1/results`: runs in start order, and the cursor of the next page.
+#[derive(Debug)]
+pub struct ResultsPage {
+    pub runs: Vec<RunRecord>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<Cursor>,
+}
+
+/// A position in start order: (start in ms, row id). Opaque to API users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub at_ms: i64,
+    pub id: i64,
+}
+
+impl Cursor {
+    pub fn encode(self) -> String {
+        format!("{}.{}", self.at_ms, self.id)
+    }
+
+    pub fn decode(s: &str) -> Option<Cursor> {
+        let (at, id) = s.split_once('.')?;
+        Some(Cursor {
+            at_ms: at.parse().ok()?,
+            id: id.parse().ok()?,
+        })
+    }
+}
+
+/// The history's reading end: its own read-only connection.
+pub struct HistoryReader {
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for HistoryReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryReader").finish_non_exhaustive()
+    }
+}
+
+const COLUMNS: &str = "s.probe, s.location, r.at_ms, r.reason, r.message, r.status, r.ttfb_us, r.ttft_us,
+                       r.tpot_us, r.total_us, r.tokens, r.prompt_bucket, r.image_bucket, r.id";
+
+fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
+    let us = |i: usize| -> Result<Option<Duration>, rusqlite::Error> {
+        Ok(row
+            .get::<_, Option<i64>>(i)?
+            .map(|v| Duration::from_micros(u64::try_from(v).unwrap_or(0))))
+    };
+    Ok(RunRecord {
+        probe: row.get(0)?,
+        location: row.get(1)?,
+        at: from_unix_ms(row.get(2)?),
+        reason: row.get(3)?,
+        message: row.get(4)?,
+        status: row.get(5)?,
+        ttfb: us(6)?,
+        ttft: us(7)?,
+        tpot: us(8)?,
+        total: us(9)?,
+        output_tokens: row
+            .get::<_, Option<i64>>(10)?
+            .map(|t| u64::try_from(t).unwrap_or(0)),
+        prompt_bucket: row.get(11)?,
+        image_bucket: row.get(12)?,
+    })
+}
+
+impl HistoryReader {
+    /// Opens the history of the store at `db` for reading. Takes no lock: a running
+    /// agent may be writing.
+    pub fn open(db: &Path) -> Result<HistoryReader, StoreError> {
+        let conn = open(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        Ok(HistoryReader {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Up to `limit` runs matching `q` after `after`, in start order.
+    pub fn results(
+        &self,
+        q: &RunQuery,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<ResultsPage, StoreError> {
+        let conn = self.conn();
+        let after = after.unwrap_or(Cursor {
+            at_ms: i64::MIN,
+            id: i64::MIN,
+        });
+        let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let mut args = Args::new(q);
+        let since_after = args.push(after.at_ms);
+        let id_after = args.push(after.id);
+        let n = args.push(fetch);
+        let sql = format!(
+            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
+             WHERE {}
+               AND (r.at_ms > {since_after} OR (r.at_ms = {since_after} AND r.id > {id_after}))
+             ORDER BY r.at_ms, r.id LIMIT {n}",
+            args.filter
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params_from_iter(args.values))?;
+        let mut runs = Vec::new();
+        let mut last = None;
+        let mut more = false;
+        while let Some(row) = rows.next()? {
+            if runs.len() == limit {
+                more = true;
+                break;
+            }
+            last = Some(Cursor {
+                at_ms: row.get(2)?,
+                id: row.get(13)?,
+            });
+            runs.push(record(row)?);
+        }
+        Ok(ResultsPage {
+            runs,
+            next: if more { last } else { None },
+        })
+    }
+
+    /// Calls `each` once per (probe, location) with its runs matching `q` in start
+    /// order, one series in memory at a time (a week of 10,000 probes does not fit).
+    pub fn for_each_series(
+        &self,
+        q: &RunQuery,
+        mut each: impl FnMut(Vec<RunRecord>),
+    ) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let args = Args::new(q);
+        let sql = format!(
+            "SELECT {COLUMNS} FROM series s JOIN runs r ON r.series = s.id
+             WHERE {} ORDER BY s.probe, s.location, r.at_ms, r.id",
+            args.filter
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params_from_iter(args.values))?;
+        let mut current: Vec<RunRecord> = Vec::new();
+        while let Some(row) = rows.next()? {
+            let r = record(row)?;
+            if current
+                .last()
+                .is_some_and(|c| c.probe != r.probe || c.location != r.location)
+            {
+                each(std::mem::take(&mut current));
+            }
+            current.push(r);
+        }
+        if !current.is_empty() {
+            each(current);
+        }
+        Ok(())
+    }
+
+    /// The latest `limit` runs of one probe in one location, newest first.
+    pub fn recent(&self, probe: &str, location: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        let conn = self.conn();
+        let sql = format!(
+            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
+             WHERE s.probe = ?1 AND s.location = ?2 ORDER BY r.at_ms DESC, r.id DESC LIMIT ?3"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(
+            params![probe, location, i64::try_from(limit).unwrap_or(i64::MAX)],
+            record,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The start of the oldest run kept for `location`, if any.
+    pub fn oldest(&self, location: &str) -> Result<Option<SystemTime>, StoreError> {
+        let conn = self.conn();
+        let at: Option<i64> = conn.query_row(
+            "SELECT MIN(r.at_ms) FROM runs r JOIN series s ON s.id = r.series WHERE s.location = ?1",
+            [location],
+            |r| r.get(0),
+        )?;
+        Ok(at.map(from_unix_ms))
+    }
+}
+
+/// A `WHERE` clause for a [`RunQuery`] and its parameters, numbered as they are added.
+struct Args {
+    filter: String,
+    values: Vec<Value>,
+}
+
+impl Args {
+    fn new(q: &RunQuery) -> Args {
+        let mut a = Args {
+            filter: String::new(),
+            values: Vec::new(),
+        };
+        let since = a.push(unix_ms(q.since));
+        let until = a.push(unix_ms(q.until));
+        a.filter = format!("r.at_ms >= {since} AND r.at_ms < {until}");
+        if let Some(p) = &q.probe {
+            let n = a.push(p.clone());
+            a.filter += &format!(" AND s.probe = {n}");
+        }
+        if let Some(l) = &q.location {
+            let n = a.push(l.clone());
+            a.filter += &format!(" AND s.location = {n}");
+        }
+        a
+    }
+
+    /// Adds a parameter; returns its placeholder.
+    fn push(&mut self, v: impl Into<Value>) -> String {
+        self.values.push(v.into());
+        format!("?{}", self.values.len())
+    }
+}
+
+fn open(db: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
+    let open_err = |source| StoreError::Open {
+        path: db.to_owned(),
+        source,
+    };
+    let conn = Connection::open_with_flags(db, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(open_err)?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(open_err)?;
+    Ok(conn)
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+pub(super) fn unix_ms(t: SystemTime) -> i64 {
+    i64::try_from(t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(super) fn from_unix_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("inferprobe-history-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn run(probe: &str, at: SystemTime, ok: bool, total_ms: u64) -> RunRecord {
+        RunRecord {
+            at,
+            probe: probe.into(),
+            location: "eu".into(),
+            reason: (!ok).then(|| "http_5xx".to_owned()),
+            message: (!ok).then(|| "HTTP 503".to_owned()),
+            status: Some(if ok { 200 } else { 503 }),
+            ttfb: Some(Duration::from_micros(1_234)),
+            ttft: ok.then(|| Duration::from_millis(total_ms / 2)),
+            tpot: None,
+            total: Some(Duration::from_millis(total_ms)),
+            output_tokens: Some(7),
+            prompt_bucket: "short".into(),
+            image_bucket: "none".into(),
+        }
+    }
+
+    fn all(q: &RunQuery, reader: &HistoryReader) -> Vec<RunRecord> {
+        let mut out = Vec::new();
+        reader.for_each_series(q, |runs| out.extend(runs)).unwrap();
+        out
+    }
+
+    #[test]
+    fn runs_round_trip_and_page_in_start_order() {
+        let dir = temp_dir("pages");
+        let store = Store::open(&dir).unwrap();
+        let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
+        let now = SystemTime::now();
+        let t0 = now - Duration::from_secs(3600);
+        let mut written = Vec::new();
+        for i in 0..250u64 {
+            let probe = if i % 2 == 0 { "a" } else { "b" };
+            let r = run(probe, t0 + Duration::from_secs(i * 10), i % 7 != 0, 100 + i);
+            assert!(writer.record(r.clone()));
+            written.push(r);
+        }
+        writer.flush();
+        let reader = HistoryReader::open(store.path()).unwrap();
+        let q = RunQuery {
+            probe: None,
+            location: None,
+            since: t0,
+            until: now,
+        };
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = reader.results(&q, cursor, 100).unwrap();
+            assert!(page.runs.len() <= 100);
+            seen.extend(page.runs);
+            match page.next {
+                Some(c) => cursor = Some(Cursor::decode(&c.encode()).unwrap()),
+                None => break,
+            }
+        }
+        // Stored at millisecond resolution.
+        let ms = |r: &RunRecord| unix_ms(r.at);
+        assert_eq!(seen.len(), 250);
+        for (got, want) in seen.iter().zip(&written) {
+            assert_eq!(ms(got), ms(want));
+            assert_eq!(
+                (&got.probe, &got.reason, got.total, got.ttfb),
+                (&want.probe, &want.reason, want.total, want.ttfb)
+            );
+        }
+        let only_a = RunQuery {
+            probe: Some("a".into()),
+            ..q.clone()
+        };
+        assert_eq!(reader.results(&only_a, None, 1000).unwrap().runs.len(), 125);
+        let window = RunQuery {
+            since: t0 + Duration::from_secs(100),
+            until: t0 + Duration::from_secs(200),
+            ..q.clone()
+        };
+        assert_eq!(reader.results(&window, None, 1000).unwrap().runs.len(), 10);
+        let series = std::cell::RefCell::new(Vec::new());
+        reader
+            .for_each_series(&q, |runs| {
+                series.borrow_mut().push((runs[0].probe.clone(), runs.len()))
+            })
+            .unwrap();
+        assert_eq!(
+            series.into_inner(),
+            [("a".to_owned(), 125), ("b".to_owned(), 125)]
+        );
+        let recent = reader.recent("b", "eu", 3).unwrap();
+        assert_eq!(recent.len(), 3);
+        assert!(recent[0].at > recent[1].at);
+        writer.close();
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn old_runs_expire() {
+        let dir = temp_dir("retention");
+        let store = Store::open(&dir).unwrap();
+        let limits = HistoryConfig {
+            retention: Duration::from_secs(3600),
+            ..HistoryConfig::default()
+        };
+        let writer = HistoryWriter::start_with(store.path(), limits, Duration::from_millis(20)).unwrap();
+        let now = SystemTime::now();
+        for i in 0..100u64 {
+            // Half older than an hour, half newer.
+            writer.record(run(
+                "a",
+                now - Duration::from_secs(7200) + Duration::from_secs(i * 72),
+                true,
+                100,
+            ));
+        }
+        writer.flush();
+        std::thread::sleep(Duration::from_millis(200));
+        let reader = HistoryReader::open(store.path()).unwrap();
+        let q = RunQuery {
+            probe: None,
+            location: None,
+            since: SystemTime::UNIX_EPOCH,
+            until: now + Duration::from_secs(60),
+        };
+        let left = all(&q, &reader);
+        assert!((49..=51).contains(&left.len()), "{} left", left.len());
+        assert!(
+            left.iter()
+                .all(|r| r.at >= now - Duration::from_secs(3600) - Duration::from_secs(72))
+        );
+        assert!(writer.stats().expired.load(Ordering::Relaxed) >= 49);
+        writer.close();
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn disk_use_stays_bounded_under_a_flood() {
+        let dir = temp_dir("flood");
+        let store = Store::open(&dir).unwrap();
+        let limits = HistoryConfig {
+            retention: Duration::from_secs(30 * 86_400),
+            max_disk_bytes: 16 << 20,
+        };
+        let writer = HistoryWriter::start_with(store.path(), limits, Duration::from_millis(50)).unwrap();
+        let now = SystemTime::now();
+        let mut peak = 0;
+        // ~400,000 runs is about three times what fits in 16 MiB.
+        for i in 0..400_000u64 {
+            let probe = format!("probe-{}", i % 500);
+            let r = run(
+                &probe,
+                now - Duration::from_secs(400_000 - i),
+                i % 10 != 0,
+                100 + i % 900,
+            );
+            while !writer.record(r.clone()) {
+                // The queue is full: let the writer catch up (a real agent drops instead).
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if i % 50_000 == 0 {
+                peak = peak.max(disk_bytes(store.path()));
+            }
+        }
+        writer.flush();
+        std::thread::sleep(Duration::from_millis(300));
+        writer.flush();
+        peak = peak.max(disk_bytes(store.path()));
+        let db_file = std::fs::metadata(store.path()).unwrap().len();
+        eprintln!("flood: peak {peak} bytes on disk (db+wal), db file {db_file}");
+        // The database itself stays near its bound (a check's worth of rows over at most);
+        // the WAL is capped by journal_size_limit after each checkpoint.
+        assert!(db_file < (16 << 20) * 5 / 4, "db file {db_file}");
+        assert!(peak < (16 << 20) * 5 / 4 + (32 << 20) + (8 << 20), "peak {peak}");
+        let reader = HistoryReader::open(store.path()).unwrap();
+        let q = RunQuery {
+            probe: None,
+            location: None,
+            since: SystemTime::UNIX_EPOCH,
+            until: now + Duration::from_secs(60),
+        };
+        let page = reader.results(&q, None, 1).unwrap();
+        // The oldest runs went first: what is left is the newest.
+        let oldest = page.runs[0].at;
+        assert!(
+            oldest > now - Duration::from_secs(300_000),
+            "oldest kept run is too old"
+        );
+        let newest = reader.recent("probe-499", "eu", 1).unwrap();
+        assert_eq!(unix_ms(newest[0].at), unix_ms(now - Duration::from_secs(1)));
+        writer.close();
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
