@@ -15,6 +15,7 @@
 
 pub mod alert;
 pub mod config;
+pub mod human;
 pub mod metrics;
 pub mod net;
 pub mod notify;
@@ -22,6 +23,7 @@ pub mod outcome;
 pub mod payload;
 pub mod probe;
 pub mod push;
+pub mod report;
 pub mod schedule;
 pub mod server;
 pub mod simulate;

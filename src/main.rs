@@ -17,6 +17,7 @@ use inferprobe::net::TlsRoots;
 use inferprobe::notify::{Delivery, Receiver};
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
+use inferprobe::report::{self, Report};
 use inferprobe::schedule::Shard;
 use inferprobe::simulate::{self, Script};
 use inferprobe::{Agent, AgentError, AgentSettings, build_probes};
@@ -63,6 +64,13 @@ impl From<TestSeverity> for Severity {
             TestSeverity::Info => Severity::Info,
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReportFormat {
+    Markdown,
+    Html,
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -137,6 +145,28 @@ enum Command {
         #[command(flatten)]
         script: Script,
     },
+    /// The SLO report: availability, TTFT and total latency percentiles, SLO attainment
+    /// and the longest incidents per probe and location, against the previous period.
+    Report {
+        /// For SLO targets (slo:) and agent.data_dir; optional.
+        #[arg(short, long, default_value = "probes.yaml")]
+        config: PathBuf,
+        /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
+        #[arg(long, default_value = "7d")]
+        since: String,
+        /// End of the period (default: now).
+        #[arg(long)]
+        until: Option<String>,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
+        format: ReportFormat,
+        /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
+        /// The agent may be running.
+        #[arg(long, env = "INFERPROBE_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Write the report here instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Run the simulator and the daemon together against a built-in config.
     Demo {
         #[arg(long, default_value = "127.0.0.1:9464")]
@@ -185,6 +215,23 @@ fn main() -> ExitCode {
                 location,
             } => once(&config, &probe, format, location).await,
             Command::Simulate { listen, script } => simulate_cmd(listen, script).await,
+            Command::Report {
+                config,
+                since,
+                until,
+                format,
+                data_dir,
+                output,
+            } => {
+                let request = ReportRequest {
+                    since,
+                    until,
+                    format,
+                    data_dir,
+                    output,
+                };
+                report(&config, request).await
+            }
             Command::Demo {
                 listen,
                 sim_listen,
@@ -505,6 +552,99 @@ fn print_table(outcomes: &[Outcome]) {
     }
 }
 
+struct ReportRequest {
+    since: String,
+    until: Option<String>,
+    format: ReportFormat,
+    data_dir: Option<PathBuf>,
+    output: Option<PathBuf>,
+}
+
+async fn report(path: &Path, request: ReportRequest) -> ExitCode {
+    let config = if path.exists() {
+        match load_or_report(path) {
+            Ok(c) => Some(c),
+            Err(code) => return code,
+        }
+    } else {
+        eprintln!(
+            "note: {} not found: reporting without SLO targets",
+            path.display()
+        );
+        None
+    };
+    let now = std::time::SystemTime::now();
+    let time = |flag: &str, v: &str| {
+        inferprobe::human::parse_time(v, now).ok_or_else(|| {
+            format!("{flag} {v:?}: give a duration ago (7d, 24h), an RFC 3339 time or Unix seconds")
+        })
+    };
+    let period = time("--since", &request.since).and_then(|since| {
+        let until = match &request.until {
+            Some(u) => time("--until", u)?,
+            None => now,
+        };
+        if since >= until {
+            return Err("--since must be before --until".to_owned());
+        }
+        Ok((since, until))
+    });
+    let (since, until) = match period {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    let targets = report::targets_by_probe(config.as_ref());
+    let target_of = move |probe: &str| targets.get(probe).copied().unwrap_or_default();
+    let dir = request
+        .data_dir
+        .or_else(|| config.as_ref().and_then(|c| c.agent.data_dir.clone()))
+        .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
+    let db = dir.join("inferprobe.db");
+    if !db.exists() {
+        eprintln!(
+            "error: no store at {} (give the agent's --data-dir)",
+            db.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let built = tokio::task::spawn_blocking(move || {
+        let history = inferprobe::store::HistoryReader::open(&db)?;
+        let source = format!("the local store {}", db.display());
+        Report::from_history(&history, source, since, until, target_of)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()));
+    let report = match built {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let text = match request.format {
+        ReportFormat::Markdown => report.to_markdown(),
+        ReportFormat::Html => report.to_html(),
+        ReportFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&report.to_json()).expect("JSON values serialize")
+        ),
+    };
+    match request.output {
+        Some(file) => {
+            if let Err(e) = std::fs::write(&file, text) {
+                eprintln!("error: cannot write {}: {e}", file.display());
+                return ExitCode::FAILURE;
+            }
+        }
+        None => print!("{text}"),
+    }
+    ExitCode::SUCCESS
+}
+
 async fn simulate_cmd(listen: SocketAddr, script: Script) -> ExitCode {
     let listener = match TcpListener::bind(listen).await {
         Ok(l) => l,
@@ -567,11 +707,32 @@ async fn demo(listen: SocketAddr, sim_listen: SocketAddr, data_dir: Option<PathB
         config.probes.len(),
         sim.addr
     );
-    println!("  metrics: http://{bound}/metrics");
-    println!("  results: http://{bound}/api/v1/probes");
-    println!("  alerts:  http://{bound}/api/v1/alerts");
-    println!("First results arrive within 10 s. Press Ctrl-C to stop.");
-    let _ = tokio::signal::ctrl_c().await;
+    println!("  status page: http://{bound}/");
+    println!("  metrics:     http://{bound}/metrics");
+    println!("  results:     http://{bound}/api/v1/probes, http://{bound}/api/v1/results");
+    println!("  alerts:      http://{bound}/api/v1/alerts");
+    println!(
+        "  SLO report:  inferprobe report --data-dir {} --since 15m",
+        data_dir.display()
+    );
+    println!(
+        "First results arrive within 10 s.{} Press Ctrl-C to stop.",
+        if temporary {
+            " The history is deleted on exit (keep it with --data-dir)."
+        } else {
+            ""
+        }
+    );
+    let mut terminate = signal(SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async {
+            match terminate.as_mut() {
+                Some(t) => { t.recv().await; }
+                None => std::future::pending::<()>().await,
+            }
+        } => {}
+    }
     agent.shutdown(Duration::from_secs(5)).await;
     if temporary {
         let _ = std::fs::remove_dir_all(&data_dir);

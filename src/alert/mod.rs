@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{AlertConfig, RateLimited, Severity, Slo};
+use crate::human::{seconds, shorten};
 use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
 use crate::stats::percentile;
 
@@ -674,7 +675,7 @@ fn with_failure(mut alert: Alert, outcome: &Outcome) -> Alert {
     let o = &outcome.observation;
     if let Some(f) = o.failure() {
         alert.reason = f.reason.as_str().to_owned();
-        alert.last_error = Some(truncate(&f.message, MAX_ERROR_CHARS));
+        alert.last_error = Some(shorten(&f.message, MAX_ERROR_CHARS));
     }
     alert.last_status = o.http_status;
     alert
@@ -707,7 +708,7 @@ fn describe_down(
         p.endpoint,
         what,
         failure.reason.as_str(),
-        truncate(&failure.message, MAX_ERROR_CHARS),
+        shorten(&failure.message, MAX_ERROR_CHARS),
     );
     if let Some(status) = outcome.observation.http_status {
         d.push_str(&format!("\nLast HTTP status: {status}"));
@@ -756,8 +757,8 @@ fn describe_last_good(good: Option<&GoodRun>) -> String {
         Some(g) => format!(
             "Last good run: {}, TTFT {}, total {}.",
             rfc3339(g.at),
-            seconds_text(g.ttft_seconds),
-            seconds_text(g.total_seconds)
+            g.ttft_seconds.map(seconds).unwrap_or_else(|| "-".into()),
+            g.total_seconds.map(seconds).unwrap_or_else(|| "-".into())
         ),
         None => "No good run seen since this agent started.".to_owned(),
     }
@@ -779,8 +780,8 @@ fn slo_breach(slo: &Slo, window: &VecDeque<(Option<f64>, f64)>) -> Option<Option
         let p95 = percentile(values, 0.95).filter(|p| *p > target)?;
         Some(format!(
             "{what} p95 is {} over the last {n} runs (target {})",
-            seconds_text(Some(p95)),
-            seconds_text(Some(target))
+            seconds(p95),
+            seconds(target)
         ))
     };
     let out: Vec<String> = [
@@ -799,21 +800,6 @@ fn slo_breach(slo: &Slo, window: &VecDeque<(Option<f64>, f64)>) -> Option<Option
     .flatten()
     .collect();
     Some((!out.is_empty()).then(|| out.join("; ")))
-}
-
-fn seconds_text(s: Option<f64>) -> String {
-    match s {
-        Some(s) if s < 1.0 => format!("{:.0} ms", s * 1000.0),
-        Some(s) => format!("{s:.2} s"),
-        None => "-".into(),
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
 }
 
 fn host_of(endpoint: &str) -> String {

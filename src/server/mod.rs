@@ -322,7 +322,7 @@ fn results_query(
         let Some(v) = params.get(key) else {
             return Ok(default);
         };
-        parse_time(v, now).ok_or_else(|| {
+        crate::human::parse_time(v, now).ok_or_else(|| {
             format!("{key}={v:?} is not a time: use RFC 3339 (2026-11-30T12:00:00Z), Unix seconds, or a duration ago (15m, 7d)")
         })
     };
@@ -356,20 +356,6 @@ fn results_query(
     Ok((query, cursor, limit))
 }
 
-/// A point in time as the API and the report take it.
-pub fn parse_time(v: &str, now: SystemTime) -> Option<SystemTime> {
-    if let Ok(t) = humantime::parse_rfc3339_weak(v) {
-        return Some(t);
-    }
-    if let Ok(secs) = v.parse::<f64>()
-        && secs.is_finite()
-        && secs >= 0.0
-    {
-        return SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs_f64(secs));
-    }
-    humantime::parse_duration(v).ok().and_then(|d| now.checked_sub(d))
-}
-
 fn history_error(e: &StoreError) -> Response {
     tracing::error!(error = %e, "Cannot read the run history.");
     internal("cannot read the run history; see the agent's log")
@@ -386,13 +372,16 @@ mod tests {
     #[test]
     fn times_take_three_forms() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        assert_eq!(parse_time("15m", now), Some(now - Duration::from_secs(900)));
-        assert_eq!(parse_time("1800000000", now), Some(now));
         assert_eq!(
-            parse_time("2027-01-15T08:00:00Z", now),
+            crate::human::parse_time("15m", now),
+            Some(now - Duration::from_secs(900))
+        );
+        assert_eq!(crate::human::parse_time("1800000000", now), Some(now));
+        assert_eq!(
+            crate::human::parse_time("2027-01-15T08:00:00Z", now),
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
         );
-        assert_eq!(parse_time("yesterday", now), None);
+        assert_eq!(crate::human::parse_time("yesterday", now), None);
     }
 
     #[test]

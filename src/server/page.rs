@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use crate::alert::{Condition, Firing};
+use crate::human::{clock, html_escape as esc, percent, seconds, shorten, span};
 use crate::stats::{Summary, Targets, percentile};
 use crate::store::RunRecord;
 
@@ -580,21 +581,6 @@ fn footer(out: &mut String) {
     );
 }
 
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Percent-encodes what a path segment or query value cannot hold.
 pub fn url_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -606,55 +592,6 @@ pub fn url_encode(s: &str) -> String {
         }
     }
     out
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
-}
-
-fn percent(v: f64) -> String {
-    if v >= 1.0 {
-        "100%".into()
-    } else {
-        // Never round 99.996 % up to 100 %: a failure must show.
-        format!("{:.2}%", (v * 10_000.0).floor() / 100.0)
-    }
-}
-
-pub fn seconds(s: f64) -> String {
-    if s < 1.0 {
-        format!("{:.0} ms", s * 1000.0)
-    } else if s < 100.0 {
-        format!("{s:.2} s")
-    } else {
-        format!("{s:.0} s")
-    }
-}
-
-/// A duration in one or two units: 45 s, 12 min, 3 h 20 min, 2 d 4 h.
-pub fn span(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..=59 => format!("{s} s"),
-        60..=3599 => format!("{} min", s / 60),
-        3600..=86_399 => match (s % 3600) / 60 {
-            0 => format!("{} h", s / 3600),
-            m => format!("{} h {m} min", s / 3600),
-        },
-        _ => match (s % 86_400) / 3600 {
-            0 => format!("{} d", s / 86_400),
-            h => format!("{} d {h} h", s / 86_400),
-        },
-    }
-}
-
-/// `2026-11-30 19:04:05`.
-fn clock(t: SystemTime) -> String {
-    let text = humantime::format_rfc3339_seconds(t).to_string();
-    text.trim_end_matches('Z').replacen('T', " ", 1)
 }
 
 #[cfg(test)]
@@ -707,20 +644,5 @@ mod tests {
         assert!(html.contains("<path d=\"M"));
         let page = probe_page(&agent, &view, &runs);
         assert_eq!(page.matches("<tr><td>").count(), 3 + 20);
-    }
-
-    #[test]
-    fn percentages_never_round_a_failure_away() {
-        assert_eq!(percent(0.99996), "99.99%");
-        assert_eq!(percent(1.0), "100%");
-        assert_eq!(percent(0.5), "50.00%");
-    }
-
-    #[test]
-    fn spans_read_naturally() {
-        assert_eq!(span(Duration::from_secs(42)), "42 s");
-        assert_eq!(span(Duration::from_secs(600)), "10 min");
-        assert_eq!(span(Duration::from_secs(3600 * 3 + 1200)), "3 h 20 min");
-        assert_eq!(span(Duration::from_secs(86_400 * 2)), "2 d");
     }
 }

@@ -1,0 +1,114 @@
+//! Numbers and text as people read them, on the status page, in pages and in reports.
+//! A leaf module.
+
+use std::time::{Duration, SystemTime};
+
+/// `812 ms`, `1.23 s`, `143 s`.
+pub fn seconds(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else if s < 100.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// A duration in one or two units: `45 s`, `12 min`, `3 h 20 min`, `2 d 4 h`.
+pub fn span(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min", s / 60),
+        3600..=86_399 => match (s % 3600) / 60 {
+            0 => format!("{} h", s / 3600),
+            m => format!("{} h {m} min", s / 3600),
+        },
+        _ => match (s % 86_400) / 3600 {
+            0 => format!("{} d", s / 86_400),
+            h => format!("{} d {h} h", s / 86_400),
+        },
+    }
+}
+
+/// A share as a percentage with two decimals, never rounded up to 100 %: one failure
+/// in 100,000 runs must still show.
+pub fn percent(v: f64) -> String {
+    if v >= 1.0 {
+        "100%".into()
+    } else {
+        format!("{:.2}%", (v * 10_000.0).floor() / 100.0)
+    }
+}
+
+/// `2026-11-30 19:04:05` (UTC).
+pub fn clock(t: SystemTime) -> String {
+    let text = humantime::format_rfc3339_seconds(t).to_string();
+    text.trim_end_matches('Z').replacen('T', " ", 1)
+}
+
+/// At most `max` characters, with an ellipsis when cut.
+pub fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+/// Text safe inside HTML elements and quoted attributes.
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A point in time as the API and the report take it: RFC 3339, Unix seconds, or a
+/// duration meaning that long before `now` (`15m`, `7d`).
+pub fn parse_time(v: &str, now: SystemTime) -> Option<SystemTime> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(v) {
+        return Some(t);
+    }
+    if let Ok(secs) = v.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs_f64(secs));
+    }
+    humantime::parse_duration(v).ok().and_then(|d| now.checked_sub(d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_never_round_a_failure_away() {
+        assert_eq!(percent(0.99996), "99.99%");
+        assert_eq!(percent(1.0), "100%");
+        assert_eq!(percent(0.5), "50.00%");
+    }
+
+    #[test]
+    fn spans_read_naturally() {
+        assert_eq!(span(Duration::from_secs(42)), "42 s");
+        assert_eq!(span(Duration::from_secs(600)), "10 min");
+        assert_eq!(span(Duration::from_secs(3600 * 3 + 1200)), "3 h 20 min");
+        assert_eq!(span(Duration::from_secs(86_400 * 2)), "2 d");
+    }
+
+    #[test]
+    fn seconds_pick_a_unit() {
+        assert_eq!(seconds(0.8124), "812 ms");
+        assert_eq!(seconds(1.234), "1.23 s");
+        assert_eq!(seconds(143.2), "143 s");
+    }
+}
