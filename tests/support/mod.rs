@@ -3,6 +3,8 @@
 //! (promtool) that skip with a reason on a developer's machine but fail under CI=true.
 #![allow(dead_code)]
 
+pub mod browser;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
