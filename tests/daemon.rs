@@ -284,7 +284,7 @@ fn the_demo_shows_live_results_without_any_model_server() {
     let metrics_line = lines
         .by_ref()
         .map_while(Result::ok)
-        .find(|l| l.contains("metrics: http://"))
+        .find(|l| l.trim_start().starts_with("metrics:"))
         .expect("demo prints its metrics URL");
     let addr = metrics_line
         .split("http://")
