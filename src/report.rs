@@ -15,6 +15,17 @@ use crate::human::{clock, html_escape, percent, seconds, span};
 use crate::stats::{Incident, Quantiles, Summary, Targets, incidents};
 use crate::store::{HistoryReader, RunQuery, StoreError};
 
+/// The columns of both latency tables.
+const LATENCY_COLUMNS: &[&str] = &[
+    "probe",
+    "location",
+    ">P50",
+    ">P95",
+    ">P99",
+    ">previous P95",
+    ">change",
+];
+
 /// Incidents listed at most.
 const TOP_INCIDENTS: usize = 10;
 
@@ -266,28 +277,12 @@ impl Report {
         let mut ttft = Table::new(
             "Time to first token",
             "Successful runs only. Change of P95 against the previous period.",
-            &[
-                "probe",
-                "location",
-                ">P50",
-                ">P95",
-                ">P99",
-                ">previous P95",
-                ">change",
-            ],
+            LATENCY_COLUMNS,
         );
         let mut total = Table::new(
             "Total latency (until the answer is complete)",
             "Successful runs only. Change of P95 against the previous period.",
-            &[
-                "probe",
-                "location",
-                ">P50",
-                ">P95",
-                ">P99",
-                ">previous P95",
-                ">change",
-            ],
+            LATENCY_COLUMNS,
         );
         let mut attainment = Table::new(
             "SLO attainment",

@@ -166,21 +166,7 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     fn run(at_s: u64, ok: bool, total_ms: u64) -> RunRecord {
-        RunRecord {
-            at: UNIX_EPOCH + Duration::from_secs(at_s),
-            probe: "p".into(),
-            location: "l".into(),
-            reason: (!ok).then(|| "http_5xx".to_owned()),
-            message: None,
-            status: Some(if ok { 200 } else { 503 }),
-            ttfb: None,
-            ttft: ok.then(|| Duration::from_millis(total_ms / 2)),
-            tpot: None,
-            total: Some(Duration::from_millis(total_ms)),
-            output_tokens: None,
-            prompt_bucket: "short".into(),
-            image_bucket: "none".into(),
-        }
+        crate::store::sample("p", UNIX_EPOCH + Duration::from_secs(at_s), ok, total_ms)
     }
 
     #[test]

@@ -5,6 +5,8 @@
 mod disk;
 mod history;
 pub use disk::{Pending, Store, StoreError};
+#[cfg(test)]
+pub(crate) use history::sample;
 pub use history::{
     Cursor, HistoryReader, HistoryStats, HistoryWriter, ResultsPage, RunQuery, RunRecord, disk_bytes,
 };

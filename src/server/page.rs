@@ -600,21 +600,7 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     fn run(at: SystemTime, ok: bool, total_ms: u64) -> RunRecord {
-        RunRecord {
-            at,
-            probe: "chat <b>".into(),
-            location: "eu".into(),
-            reason: (!ok).then(|| "http_5xx".to_owned()),
-            message: (!ok).then(|| "HTTP 503: <script>alert(1)</script>".to_owned()),
-            status: Some(if ok { 200 } else { 503 }),
-            ttfb: Some(Duration::from_millis(20)),
-            ttft: ok.then(|| Duration::from_millis(total_ms / 3)),
-            tpot: None,
-            total: Some(Duration::from_millis(total_ms)),
-            output_tokens: Some(12),
-            prompt_bucket: "short".into(),
-            image_bucket: "none".into(),
-        }
+        crate::store::sample("chat <b>", at, ok, total_ms)
     }
 
     #[test]

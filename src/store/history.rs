@@ -699,6 +699,27 @@ pub(super) fn from_unix_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
+/// A run for tests elsewhere in the crate: TTFT is half of `total_ms`; a failure is a
+/// 503 whose message holds markup (pages must escape it).
+#[cfg(test)]
+pub(crate) fn sample(probe: &str, at: SystemTime, ok: bool, total_ms: u64) -> RunRecord {
+    RunRecord {
+        at,
+        probe: probe.into(),
+        location: "eu".into(),
+        reason: (!ok).then(|| "http_5xx".to_owned()),
+        message: (!ok).then(|| "HTTP 503: <script>alert(1)</script>".to_owned()),
+        status: Some(if ok { 200 } else { 503 }),
+        ttfb: Some(Duration::from_micros(1_234)),
+        ttft: ok.then(|| Duration::from_millis(total_ms / 2)),
+        tpot: None,
+        total: Some(Duration::from_millis(total_ms)),
+        output_tokens: Some(7),
+        prompt_bucket: "short".into(),
+        image_bucket: "none".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -708,24 +729,6 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("inferprobe-history-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
-    }
-
-    fn run(probe: &str, at: SystemTime, ok: bool, total_ms: u64) -> RunRecord {
-        RunRecord {
-            at,
-            probe: probe.into(),
-            location: "eu".into(),
-            reason: (!ok).then(|| "http_5xx".to_owned()),
-            message: (!ok).then(|| "HTTP 503".to_owned()),
-            status: Some(if ok { 200 } else { 503 }),
-            ttfb: Some(Duration::from_micros(1_234)),
-            ttft: ok.then(|| Duration::from_millis(total_ms / 2)),
-            tpot: None,
-            total: Some(Duration::from_millis(total_ms)),
-            output_tokens: Some(7),
-            prompt_bucket: "short".into(),
-            image_bucket: "none".into(),
-        }
     }
 
     fn all(q: &RunQuery, reader: &HistoryReader) -> Vec<RunRecord> {
@@ -744,7 +747,7 @@ mod tests {
         let mut written = Vec::new();
         for i in 0..250u64 {
             let probe = if i % 2 == 0 { "a" } else { "b" };
-            let r = run(probe, t0 + Duration::from_secs(i * 10), i % 7 != 0, 100 + i);
+            let r = sample(probe, t0 + Duration::from_secs(i * 10), i % 7 != 0, 100 + i);
             assert!(writer.record(r.clone()));
             written.push(r);
         }
@@ -818,7 +821,7 @@ mod tests {
         let now = SystemTime::now();
         for i in 0..100u64 {
             // Half older than an hour, half newer.
-            writer.record(run(
+            writer.record(sample(
                 "a",
                 now - Duration::from_secs(7200) + Duration::from_secs(i * 72),
                 true,
@@ -860,7 +863,7 @@ mod tests {
         // ~400,000 runs is about three times what fits in 16 MiB.
         for i in 0..400_000u64 {
             let probe = format!("probe-{}", i % 500);
-            let r = run(
+            let r = sample(
                 &probe,
                 now - Duration::from_secs(400_000 - i),
                 i % 10 != 0,
