@@ -84,6 +84,8 @@ pub struct Config {
     pub probes: Vec<ProbeConfig>,
     /// Probes of the file that other shards run (`--shard`): not ours, but not gone.
     pub other_shards: Vec<String>,
+    /// Allowed but risky settings, positioned like errors.
+    pub warnings: Vec<ConfigError>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -442,6 +444,10 @@ pub struct TlsConfig {
     pub ca_file: Option<PathBuf>,
     /// SNI and certificate name to use instead of the URL's host.
     pub server_name: Option<String>,
+    /// Accept any certificate (self-signed test endpoints). Off unless set per probe,
+    /// and `check` warns about every probe that sets it: a prober that cannot see an
+    /// expired or wrong certificate misses what users' clients will refuse.
+    pub insecure_skip_verify: bool,
 }
 
 /// One validated probe.
@@ -555,6 +561,7 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         text,
         index: None,
         errors: Vec::new(),
+        warnings: Vec::new(),
         env,
     };
     let root: Value = match serde_yaml::from_str(text) {
@@ -573,7 +580,10 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
     };
     let config = cx.check_root(root);
     if cx.errors.is_empty() {
-        Ok(config.expect("no errors means a config"))
+        let mut config = config.expect("no errors means a config");
+        cx.warnings.sort_by_key(|a| (a.line, a.column));
+        config.warnings = cx.warnings;
+        Ok(config)
     } else {
         cx.errors.sort_by_key(|a| (a.line, a.column));
         Err(ConfigErrors(cx.errors))
@@ -694,6 +704,7 @@ struct RawInput {
 struct RawTls {
     ca_file: Option<String>,
     server_name: Option<String>,
+    insecure_skip_verify: Option<bool>,
 }
 
 /// `status: 200` and `status: [200, 201]` both work.
@@ -733,6 +744,7 @@ struct Checker<'a> {
     /// Built on the first error only: a valid 10,000-probe file never pays for it.
     index: Option<PositionIndex>,
     errors: Vec<ConfigError>,
+    warnings: Vec<ConfigError>,
     env: &'a dyn Fn(&str) -> Option<String>,
 }
 
@@ -759,6 +771,19 @@ impl Checker<'_> {
     fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
         let position = self.index().locate(key);
         self.error_at(position, probe, key, message);
+    }
+
+    /// Something allowed but risky: `check` prints it, `run` logs it.
+    fn warn(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
+        let (line, column) = self.index().locate(key);
+        self.warnings.push(ConfigError {
+            file: self.file.clone(),
+            line,
+            column,
+            probe: probe.map(str::to_owned),
+            key: key.to_owned(),
+            message: message.into(),
+        });
     }
 
     fn error_at(
@@ -895,6 +920,7 @@ impl Checker<'_> {
             receivers,
             probes: out,
             other_shards: Vec::new(),
+            warnings: Vec::new(),
         })
     }
 
@@ -1293,6 +1319,14 @@ impl Checker<'_> {
         let ca_file = tls
             .ca_file
             .and_then(|f| self.existing_file(p, &key("tls.ca_file"), &f));
+        let insecure_skip_verify = tls.insecure_skip_verify.unwrap_or(false);
+        if insecure_skip_verify {
+            self.warn(
+                p,
+                &key("tls.insecure_skip_verify"),
+                "TLS certificates are not verified: expired, self-signed or wrong-host certificates will not fail this probe",
+            );
+        }
 
         let images = raw.images.and_then(|i| self.images(p, prefix, raw.kind, i));
         let input = self.tensor_input(p, prefix, raw.kind, raw.input, images.as_ref());
@@ -1368,6 +1402,7 @@ impl Checker<'_> {
             tls: TlsConfig {
                 ca_file,
                 server_name: tls.server_name,
+                insecure_skip_verify,
             },
             images,
             input,

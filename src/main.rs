@@ -254,18 +254,38 @@ fn init_logging(format: LogFormat, filter: &str) {
 }
 
 fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
-    config::load(path).map_err(|errors| {
+    let config = config::load(path).map_err(|errors| {
         for e in &errors.0 {
             eprintln!("{e}");
         }
         ExitCode::from(EXIT_BAD_CONFIG)
-    })
+    })?;
+    log_warnings(&config);
+    Ok(config)
+}
+
+/// Risky settings, on every load: they must not be forgotten once the file works.
+fn log_warnings(config: &Config) {
+    for w in &config.warnings {
+        tracing::warn!(warning = %w, "Config warning.");
+    }
 }
 
 fn check(path: &Path) -> ExitCode {
     match config::load(path) {
         Ok(config) => {
-            println!("{}: ok, {} probes", path.display(), config.probes.len());
+            for w in &config.warnings {
+                println!("warning: {w}");
+            }
+            println!(
+                "{}: ok, {} probes{}",
+                path.display(),
+                config.probes.len(),
+                match config.warnings.len() {
+                    0 => String::new(),
+                    n => format!(", {n} warning(s)"),
+                }
+            );
             ExitCode::SUCCESS
         }
         Err(errors) => {
@@ -416,7 +436,10 @@ fn sharded(mut config: Config, shard: Shard) -> Config {
 /// SIGHUP: a bad file keeps the running config.
 fn reload(agent: &mut Agent, path: &Path, shard: Shard) {
     let config = match config::load(path) {
-        Ok(c) => sharded(c, shard),
+        Ok(c) => {
+            log_warnings(&c);
+            sharded(c, shard)
+        }
         Err(errors) => {
             for e in &errors.0 {
                 tracing::error!(problem = %e, "Config problem.");

@@ -21,6 +21,7 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 
+use crate::config::TlsConfig;
 use crate::outcome::{FailureReason, Marks, Observation};
 
 /// The connect attempt each address gets when more addresses remain.
@@ -131,6 +132,21 @@ impl TlsRoots {
         Ok(config)
     }
 
+    /// For `tls.insecure_skip_verify`: any certificate is accepted, but the handshake's
+    /// signatures are still checked (a broken server still fails as `tls`).
+    pub fn unverified_client_config(&self) -> Arc<rustls::ClientConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = Arc::new(AnyCertificate(provider.clone()));
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Arc::new(config)
+    }
+
     fn make_client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
         let mut roots = (*self.roots).clone();
         if let Some(path) = ca_file {
@@ -157,6 +173,46 @@ impl TlsRoots {
             .with_no_client_auth();
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
+    }
+}
+
+/// Accepts every certificate chain; verifies handshake signatures with the provider's
+/// algorithms, so the connection is still a working TLS session.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -229,13 +285,7 @@ pub struct ResponseStream<'a> {
 }
 
 impl HttpClient {
-    pub fn new(
-        url: &Uri,
-        roots: &TlsRoots,
-        ca_file: Option<&Path>,
-        server_name: Option<&str>,
-        reuse: bool,
-    ) -> Result<Self, BuildError> {
+    pub fn new(url: &Uri, roots: &TlsRoots, tls: &TlsConfig, reuse: bool) -> Result<Self, BuildError> {
         let https = url.scheme_str() == Some("https");
         let raw_host = url.host().unwrap_or_default();
         let host = raw_host.trim_start_matches('[').trim_end_matches(']').to_owned();
@@ -245,9 +295,14 @@ impl HttpClient {
             None => raw_host.to_owned(),
         };
         let tls = if https {
-            let name = server_name.unwrap_or(&host).to_owned();
+            let name = tls.server_name.as_deref().unwrap_or(&host).to_owned();
+            let config = if tls.insecure_skip_verify {
+                roots.unverified_client_config()
+            } else {
+                roots.client_config(tls.ca_file.as_deref())?
+            };
             Some(TlsTarget {
-                config: roots.client_config(ca_file)?,
+                config,
                 server_name: ServerName::try_from(name.clone()).map_err(|_| BuildError::ServerName(name))?,
             })
         } else {

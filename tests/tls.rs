@@ -105,3 +105,41 @@ async fn a_certificate_for_another_name_fails_as_tls() {
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(o.observation.failure().unwrap().reason, FailureReason::Tls);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn insecure_skip_verify_accepts_an_untrusted_certificate_and_check_warns() {
+    let (port, _) = https_server().await;
+    let yaml = format!(
+        "name: t\nkind: http\nurl: https://127.0.0.1:{port}/health\ntimeout: 3s\ntls: {{insecure_skip_verify: true}}\nexpect: {{contains: ok}}"
+    );
+    let o = support::run_probe(&yaml).await;
+    let obs = &o.observation;
+    assert!(obs.success(), "{:?}", obs.result);
+    assert!(obs.tls().is_some());
+
+    // `check` names the probe and the key, with its position, as a warning; exit 0.
+    let dir = support::temp_dir("tls-check");
+    let file = dir.join("probes.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "probes:\n  - name: lab\n    kind: http\n    url: https://127.0.0.1:{port}/health\n    tls:\n      insecure_skip_verify: true\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["check", "-c"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "warning: {}:6:29: probe \"lab\": probes[0].tls.insecure_skip_verify: TLS certificates are not verified",
+            file.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("ok, 1 probes, 1 warning(s)"), "{text}");
+}

@@ -64,13 +64,7 @@ impl Endpoint {
             }
         }
         Ok(Endpoint {
-            client: HttpClient::new(
-                &config.url,
-                roots,
-                config.tls.ca_file.as_deref(),
-                config.tls.server_name.as_deref(),
-                config.reuse_connections,
-            )?,
+            client: HttpClient::new(&config.url, roots, &config.tls, config.reuse_connections)?,
             path_and_query: config
                 .url
                 .path_and_query()
