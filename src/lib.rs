@@ -23,6 +23,7 @@ pub mod outcome;
 pub mod payload;
 pub mod probe;
 pub mod push;
+pub mod redact;
 pub mod report;
 pub mod schedule;
 pub mod server;

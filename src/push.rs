@@ -21,6 +21,7 @@ use crate::config::RemoteWriteConfig;
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, control_plane_client, describe_error, read_capped, retry_after};
 use crate::probe::BuildError;
+use crate::redact::Redactor;
 
 /// The remote_write 1.0 messages (prometheus/prompb types.proto and remote.proto),
 /// with their field tags.
@@ -174,6 +175,8 @@ pub struct Pusher {
     client: reqwest::Client,
     metrics: Arc<Metrics>,
     instance: String,
+    /// Our credentials, removed from what the receiver answers before it is logged.
+    redactor: Redactor,
 }
 
 enum Outcome {
@@ -196,11 +199,23 @@ impl Pusher {
     ) -> Result<Pusher, BuildError> {
         let client = control_plane_client(roots, config.ca_file.as_deref(), config.timeout)?;
         let instance = config.instance.clone().unwrap_or(instance);
+        let mut redactor = Redactor::default();
+        redactor.add_url(config.url.expose());
+        if let Some((user, password)) = &config.basic_auth {
+            redactor.add_basic(user, password.expose());
+        }
+        if let Some(token) = &config.bearer_token {
+            redactor.add(token.expose());
+        }
+        for (_, value) in &config.headers {
+            redactor.add(value.expose());
+        }
         Ok(Pusher {
             config,
             client,
             metrics,
             instance,
+            redactor,
         })
     }
 
@@ -336,12 +351,12 @@ impl Pusher {
         }
         let response = match request.send().await {
             Ok(r) => r,
-            Err(e) => return Outcome::Retry(None, describe_error(e)),
+            Err(e) => return Outcome::Retry(None, self.redactor.clean(&describe_error(e))),
         };
         let status = response.status().as_u16();
         let after = retry_after(&response);
         let text = read_capped(response).await;
-        let why = format!("HTTP {status}: {}", text.trim());
+        let why = format!("HTTP {status}: {}", self.redactor.clean(text.trim()));
         match status {
             200..=299 => Outcome::Sent,
             429 | 500..=599 => Outcome::Retry(after, why),

@@ -26,6 +26,7 @@ use crate::alert::{Alert, Event, Firing, Notification};
 use crate::config::{ReceiverConfig, ReceiverKind};
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
+use crate::redact::Redactor;
 use crate::store::Store;
 
 /// What a receiver made of one attempt.
@@ -53,6 +54,8 @@ pub enum ReceiverError {
 pub struct Receiver {
     pub config: ReceiverConfig,
     client: reqwest::Client,
+    /// The receiver's own secrets, removed from what it answers before that is logged.
+    redactor: Redactor,
 }
 
 impl Receiver {
@@ -63,7 +66,19 @@ impl Receiver {
         };
         let client = crate::net::control_plane_client(roots, config.ca_file.as_deref(), config.timeout)
             .map_err(|e| err(e.to_string()))?;
-        Ok(Receiver { config, client })
+        let mut redactor = Redactor::default();
+        redactor.add_url(config.url.expose());
+        if let Some(key) = &config.routing_key {
+            redactor.add(key.expose());
+        }
+        for (_, value) in &config.headers {
+            redactor.add(value.expose());
+        }
+        Ok(Receiver {
+            config,
+            client,
+            redactor,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -127,13 +142,13 @@ impl Receiver {
             Err(e) => {
                 return Delivery::Retry {
                     after: None,
-                    why: describe_error(e),
+                    why: self.redactor.clean(&describe_error(e)),
                 };
             }
         };
         let status = response.status();
         let retry_after = retry_after(&response);
-        let text = read_capped(response).await;
+        let text = self.redactor.clean(&read_capped(response).await);
         classify(status.as_u16(), retry_after, &text)
     }
 }

@@ -22,6 +22,7 @@ use crate::config::{Kind, ProbeConfig, display_url};
 use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
 use crate::payload::images::{ImageError, ImageStore};
+use crate::redact::Redactor;
 
 /// What building a probe needs besides its config: the TLS roots (loaded once) and the
 /// image store (shared, so each image is encoded once for all probes and reloads).
@@ -185,35 +186,6 @@ impl ReadyProbe {
     }
 }
 
-/// `%XX` and `+` decoded, for matching echoed query values.
-fn percent_decode(s: &str) -> String {
-    let hex = |b: u8| (b as char).to_digit(16);
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b'+', ..) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (b, ..) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The start of a server's text for a message: at most 80 characters.
 pub(crate) fn preview(s: &str) -> String {
     let mut p: String = s.chars().take(80).collect();
@@ -223,50 +195,34 @@ pub(crate) fn preview(s: &str) -> String {
     p
 }
 
-/// Removes configured secrets (header values, and the token part of `Bearer x`) from
-/// text that comes back from a server, since error bodies sometimes echo credentials.
-#[derive(Debug, Default)]
-pub(crate) struct Redactor {
-    secrets: Vec<String>,
+/// The redactor for a probe's secrets: header values and the URL's (the endpoint's
+/// error bodies may echo them).
+pub(crate) fn redactor_for(config: &ProbeConfig) -> Redactor {
+    let mut r = Redactor::default();
+    for (_, value) in &config.headers {
+        r.add(value.expose());
+    }
+    r.add_url(&config.url.to_string());
+    if let Some(basic) = basic_auth_from_url(&config.url) {
+        r.add(&basic);
+    }
+    r
 }
 
-impl Redactor {
-    pub fn new(config: &ProbeConfig) -> Self {
-        let mut secrets = Vec::new();
-        for (_, value) in &config.headers {
-            let v = value.expose();
-            // Short values (`application/json`-like, `1`) are not secrets and would
-            // garble messages; API keys are long.
-            for part in std::iter::once(v).chain(v.split_whitespace()) {
-                if part.len() >= 8 {
-                    secrets.push(part.to_owned());
-                }
-            }
-        }
-        if let Some(q) = config.url.query() {
-            for (_, v) in q.split('&').filter_map(|kv| kv.split_once('=')) {
-                // A server may echo the value as sent or decoded.
-                for form in [v.to_owned(), percent_decode(v)] {
-                    if form.len() >= 8 {
-                        secrets.push(form);
-                    }
-                }
-            }
-        }
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        Redactor { secrets }
-    }
-
-    pub fn clean(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "<redacted>");
-            }
-        }
-        out
-    }
+/// `Basic <base64>` for credentials in a URL's userinfo, if it has any.
+pub(crate) fn basic_auth_from_url(url: &::http::Uri) -> Option<String> {
+    use base64::Engine as _;
+    let (userinfo, _) = url.authority()?.as_str().rsplit_once('@')?;
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let pair = format!(
+        "{}:{}",
+        crate::redact::percent_decode(user),
+        crate::redact::percent_decode(password)
+    );
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    ))
 }
 
 #[cfg(test)]
@@ -274,17 +230,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percent_decoding_for_echoed_secrets() {
-        assert_eq!(percent_decode("a%2Fb%3D%3D+c"), "a/b== c");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz%e2%82%ac"), "%zz€");
-    }
-
-    #[test]
     fn the_redactor_hides_header_and_query_secrets_in_both_forms() {
         let text = "probes:\n  - name: x\n    kind: http\n    url: https://h/p?key=abc%2Fdef%2Bghi&x=1\n    headers: {Authorization: \"Bearer tok-123456789\"}\n";
         let config = crate::config::parse(text, std::path::Path::new("t.yaml"), &|_| None).unwrap();
-        let r = Redactor::new(&config.probes[0]);
+        let r = redactor_for(&config.probes[0]);
         let cleaned = r.clean("got tok-123456789, abc%2Fdef%2Bghi and abc/def+ghi");
         assert_eq!(cleaned, "got <redacted>, <redacted> and <redacted>");
     }

@@ -12,13 +12,14 @@ use http_body_util::Full;
 
 use super::framing::{Decoder, Event};
 use super::{BuildContext, BuildError, RunLimits};
-use super::{Redactor, RunContext};
+use super::{RunContext, redactor_for};
 use crate::config::{Expect, ProbeConfig};
 use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
 use crate::payload::Prompt;
 use crate::payload::PromptSet;
 use crate::payload::images::{Image, ImageSet, bucket_of};
+use crate::redact::Redactor;
 use std::sync::Arc;
 
 /// Largest single event (SSE event or NDJSON line) we accept. Real events are a few hundred bytes; a stream that
@@ -57,6 +58,14 @@ impl Endpoint {
         for (name, value) in base {
             headers.insert(name.clone(), http::HeaderValue::from_static(value));
         }
+        // Credentials in the URL (`https://user:pass@host/...`) are sent as Basic auth,
+        // as curl and browsers do; an Authorization header in the config wins.
+        if let Some(basic) = super::basic_auth_from_url(&config.url)
+            && let Ok(mut v) = http::HeaderValue::from_str(&basic)
+        {
+            v.set_sensitive(true);
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
         for (name, value) in &config.headers {
             if let Ok(mut v) = http::HeaderValue::from_str(value.expose()) {
                 v.set_sensitive(true);
@@ -73,7 +82,7 @@ impl Endpoint {
             headers,
             expect: config.expect.clone(),
             max_response_bytes: config.max_response_bytes,
-            redactor: Redactor::new(config),
+            redactor: redactor_for(config),
         })
     }
 

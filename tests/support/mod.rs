@@ -126,7 +126,17 @@ impl Daemon {
     /// for its "Agent started." line to learn the port.
     /// A fresh data directory is used unless `extra` names one.
     pub fn start(config: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_with_env(config, extra, &std::collections::HashMap::new())
+    }
+
+    /// As [`Daemon::start`], with these environment variables set for the agent.
+    pub fn start_with_env(
+        config: &Path,
+        extra: &[&str],
+        env: &std::collections::HashMap<&str, &str>,
+    ) -> Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferprobe"));
+        cmd.envs(env);
         cmd.args(["--log-format", "json", "run", "--listen", "127.0.0.1:0", "-c"])
             .arg(config)
             .args(extra);
