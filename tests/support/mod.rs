@@ -126,8 +126,14 @@ impl Daemon {
     /// for its "Agent started." line to learn the port.
     /// A fresh data directory is used unless `extra` names one.
     pub fn start(config: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_on("127.0.0.1:0", config, extra)
+    }
+
+    /// As [`Daemon::start`], on a given address: for a scraper that must know the
+    /// port before the agent's first run.
+    pub fn start_on(listen: &str, config: &Path, extra: &[&str]) -> Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferprobe"));
-        cmd.args(["--log-format", "json", "run", "--listen", "127.0.0.1:0", "-c"])
+        cmd.args(["--log-format", "json", "run", "--listen", listen, "-c"])
             .arg(config)
             .args(extra);
         if !extra.contains(&"--data-dir") {
