@@ -166,6 +166,11 @@ enum Command {
         /// Write the report here instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// The whole fleet instead: every agent and location, from the Prometheus server
+        /// at this URL that scrapes them (figures estimated from histogram buckets). The
+        /// local store is not read. `user:password@` in the URL is sent as basic auth.
+        #[arg(long, value_name = "URL")]
+        prometheus: Option<String>,
     },
     /// Run the simulator and the daemon together against a built-in config.
     Demo {
@@ -222,6 +227,7 @@ fn main() -> ExitCode {
                 format,
                 data_dir,
                 output,
+                prometheus,
             } => {
                 let request = ReportRequest {
                     since,
@@ -229,6 +235,7 @@ fn main() -> ExitCode {
                     format,
                     data_dir,
                     output,
+                    prometheus,
                 };
                 report(&config, request).await
             }
@@ -581,6 +588,7 @@ struct ReportRequest {
     format: ReportFormat,
     data_dir: Option<PathBuf>,
     output: Option<PathBuf>,
+    prometheus: Option<String>,
 }
 
 async fn report(path: &Path, request: ReportRequest) -> ExitCode {
@@ -621,32 +629,26 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
     };
     let targets = report::targets_by_probe(config.as_ref());
     let target_of = move |probe: &str| targets.get(probe).copied().unwrap_or_default();
-    let dir = request
-        .data_dir
-        .or_else(|| config.as_ref().and_then(|c| c.agent.data_dir.clone()))
-        .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
-    let db = dir.join("inferprobe.db");
-    if !db.exists() {
-        eprintln!(
-            "error: no store at {} (give the agent's --data-dir)",
-            db.display()
-        );
-        return ExitCode::FAILURE;
-    }
-    let built = tokio::task::spawn_blocking(move || {
-        let history = inferprobe::store::HistoryReader::open(&db)?;
-        let source = format!("the local store {}", db.display());
-        Report::from_history(&history, source, since, until, target_of)
-    })
-    .await
-    .map_err(|e| e.to_string())
-    .and_then(|r| r.map_err(|e| e.to_string()));
-    let report = match built {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+    let report = match &request.prometheus {
+        Some(url) => match report::prometheus::report(url, since, until, target_of).await {
+            Ok(r) => r,
+            // An unusable URL is a bad flag; a query that failed is a failure.
+            Err(e @ report::prometheus::PrometheusError::Url { .. }) => {
+                eprintln!("error: --prometheus: {e}");
+                return ExitCode::from(EXIT_BAD_CONFIG);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => match local_report(request.data_dir, config.as_ref(), since, until, target_of).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
     let text = match request.format {
         ReportFormat::Markdown => report.to_markdown(),
@@ -666,6 +668,34 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
         None => print!("{text}"),
     }
     ExitCode::SUCCESS
+}
+
+/// The report from one agent's store (`--data-dir`, else agent.data_dir).
+async fn local_report(
+    data_dir: Option<PathBuf>,
+    config: Option<&Config>,
+    since: std::time::SystemTime,
+    until: std::time::SystemTime,
+    target_of: impl Fn(&str) -> inferprobe::stats::Targets + Send + 'static,
+) -> Result<Report, String> {
+    let dir = data_dir
+        .or_else(|| config.and_then(|c| c.agent.data_dir.clone()))
+        .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
+    let db = dir.join("inferprobe.db");
+    if !db.exists() {
+        return Err(format!(
+            "no store at {} (give the agent's --data-dir)",
+            db.display()
+        ));
+    }
+    tokio::task::spawn_blocking(move || {
+        let history = inferprobe::store::HistoryReader::open(&db)?;
+        let source = format!("the local store {}", db.display());
+        Report::from_history(&history, source, since, until, target_of)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()))
 }
 
 async fn simulate_cmd(listen: SocketAddr, script: Script) -> ExitCode {

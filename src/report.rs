@@ -15,6 +15,8 @@ use crate::human::{clock, html_escape, percent, seconds, span};
 use crate::stats::{Incident, Quantiles, Summary, Targets, incidents};
 use crate::store::{HistoryReader, RunQuery, StoreError};
 
+pub mod prometheus;
+
 /// The columns of both latency tables.
 const LATENCY_COLUMNS: &[&str] = &[
     "probe",

@@ -126,7 +126,7 @@ impl Daemon {
     /// for its "Agent started." line to learn the port.
     /// A fresh data directory is used unless `extra` names one.
     pub fn start(config: &Path, extra: &[&str]) -> Daemon {
-        Daemon::start_with_env(config, extra, &std::collections::HashMap::new())
+        Daemon::start_on("127.0.0.1:0", config, extra)
     }
 
     /// As [`Daemon::start`], with these environment variables set for the agent.
@@ -135,9 +135,24 @@ impl Daemon {
         extra: &[&str],
         env: &std::collections::HashMap<&str, &str>,
     ) -> Daemon {
+        Daemon::spawn("127.0.0.1:0", config, extra, env)
+    }
+
+    /// As [`Daemon::start`], on a given address: for a scraper that must know the
+    /// port before the agent's first run.
+    pub fn start_on(listen: &str, config: &Path, extra: &[&str]) -> Daemon {
+        Daemon::spawn(listen, config, extra, &std::collections::HashMap::new())
+    }
+
+    fn spawn(
+        listen: &str,
+        config: &Path,
+        extra: &[&str],
+        env: &std::collections::HashMap<&str, &str>,
+    ) -> Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferprobe"));
         cmd.envs(env);
-        cmd.args(["--log-format", "json", "run", "--listen", "127.0.0.1:0", "-c"])
+        cmd.args(["--log-format", "json", "run", "--listen", listen, "-c"])
             .arg(config)
             .args(extra);
         if !extra.contains(&"--data-dir") {
