@@ -20,6 +20,7 @@
 //! record of a probe (in server id order) is the i-th run.
 //!
 //! Run: `cargo bench --bench accuracy` (add `-- --quick` for a short development run).
+#![forbid(unsafe_code)]
 
 mod common;
 

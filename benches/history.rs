@@ -6,6 +6,7 @@
 //! as the queue takes them, then reads them back.
 //!
 //! Run: `cargo bench --bench history` (add `-- --quick` for 200,000 runs).
+#![forbid(unsafe_code)]
 
 use std::time::{Duration, Instant, SystemTime};
 

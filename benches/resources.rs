@@ -20,6 +20,7 @@
 //!
 //! Run: `cargo bench --bench resources` (about 10 minutes; `-- --quick` for a 20 s,
 //! 300-probe development run). `INFERPROBE_BENCH_SECONDS` overrides the window length.
+#![forbid(unsafe_code)]
 
 mod common;
 

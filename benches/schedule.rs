@@ -11,6 +11,7 @@
 //! would, so its work is not on this process's runtime.
 //!
 //! Run: `cargo bench --bench schedule` (add `-- --quick` for a 10 s interval, 25 s run).
+#![forbid(unsafe_code)]
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The command line. `run` reads as the daemon's lifecycle: config, bind, start, wait
 //! for a signal (HUP reloads, INT/TERM stop), drain. The only place that knows exit
 //! codes: 0 ok, 1 a run failed or start-up failed, 64 a bad config (EX_USAGE).
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! Paging end to end: the real agent against the real Alertmanager (Debian's
 //! `prometheus-alertmanager`, started here on a loopback port), and against fake
 //! PagerDuty and webhook receivers that record every call and fail on demand.
+#![forbid(unsafe_code)]
 
 mod support;
 

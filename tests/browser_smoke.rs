@@ -1,6 +1,7 @@
 //! The browser harness itself (tests/support/browser.rs), against pages served here: it
 //! must see a console error, a failed resource load and an uncaught exception where there
 //! are some and nothing on a clean page, read the text and width, and return a PNG.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! probes.yaml loading: the repository's example stays valid, and every broken file in
 //! tests/config_errors reports exactly the problems in its `.expected` twin, each with
 //! line, column, probe and key.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

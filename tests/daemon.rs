@@ -1,5 +1,6 @@
 //! The real binary against the simulator: `run` as a daemon (metrics, API, reload,
 //! drain), `once` as a smoke gate, and `demo`.
+#![forbid(unsafe_code)]
 
 mod support;
 

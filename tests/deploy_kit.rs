@@ -8,6 +8,7 @@
 //! `patchesStrategicMerge`), so they render both with a current kubectl and with
 //! Debian's `kubernetes-client` (kubectl 1.20), which `.ci/run` installs; the structural
 //! test makes the same checks on the files read with serde, without kubectl.
+#![forbid(unsafe_code)]
 
 mod support;
 

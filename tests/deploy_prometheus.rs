@@ -3,6 +3,7 @@
 //! rule has unit tests and the labels and annotations Alertmanager routing relies on; the
 //! Grafana dashboard queries only series and labels the agent really exports (or
 //! recording rules that exist).
+#![forbid(unsafe_code)]
 
 mod support;
 

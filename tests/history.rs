@@ -1,6 +1,7 @@
 //! The run history, through the real binary: every finished run reaches the store, a
 //! `kill -9` in the middle of writing loses at most the batch being committed and never
 //! corrupts the file, a clean stop loses nothing, and `/api/v1/results` pages through it.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Every streaming kind against the simulator speaking its protocol: the success path
 //! with exact token counts and TTFT after the scripted delay, then each protocol's own
 //! in-band error, a truncated stream, garbage, a wrong content type and an empty answer.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Each probe kind against the simulator and small fakes on 127.0.0.1: the success path,
 //! TTFT and total against scripted delays, and one failure reason per fault, always
 //! within the run's timeout.
+#![forbid(unsafe_code)]
 
 mod support;
 

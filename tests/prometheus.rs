@@ -1,6 +1,7 @@
 //! The real Prometheus (Debian's package) against the real agent: the shipped scrape
 //! config is valid, and a Prometheus server scraping the agent (negotiating OpenMetrics)
 //! stores our series with our labels.
+#![forbid(unsafe_code)]
 
 mod support;
 

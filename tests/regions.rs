@@ -1,6 +1,7 @@
 //! Several regions: the location every agent must have, sharding, remote_write into the
 //! real Prometheus 2.42, and the shipped Prometheus rules paging only when several
 //! locations agree — two real agents and real Prometheus servers, end to end.
+#![forbid(unsafe_code)]
 
 mod support;
 

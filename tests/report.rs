@@ -1,6 +1,7 @@
 //! `inferprobe report` against a store filled with synthetic runs whose figures this test
 //! computes on its own: run counts, availability, P50/P95/P99 of TTFT and total, SLO
 //! attainment, the previous period and the longest incidents must all agree.
+#![forbid(unsafe_code)]
 
 mod support;
 

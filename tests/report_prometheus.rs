@@ -2,6 +2,7 @@
 //! (Debian's package) scraping two real agents in two locations, one probe healthy and
 //! one failing for a while, checked against the agents' own counters and against the
 //! report one agent computes from its local store.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! Golden checks of what each kind sends, on the bytes a fake server received: method,
 //! path, headers and the exact JSON shape of each protocol, images included.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -6,6 +6,7 @@
 //! Then every surface is collected: logs at debug level, `/metrics`, every `/api/v1/*`
 //! answer, the status page and a probe's page, `check`, `once`, `report` in all three
 //! formats and `test-alert`; no marker may appear in any of them.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! without a console error, shows every probe with its state within a minute, is
 //! readable on a phone (no sideways scrolling), and links to a per-probe page. The
 //! screenshots are kept in target/artifacts/ for people to look at.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! HTTPS probes: the TLS phase is measured, a certificate we do not trust fails the run
 //! as `tls`, and a private CA can be trusted per probe with `tls.ca_file`.
+#![forbid(unsafe_code)]
 
 mod support;
 

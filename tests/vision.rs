@@ -1,6 +1,7 @@
 //! Vision and classic inference: KServe v2 (literal tensors, encoded images, pixels,
 //! readiness, faults) and image uploads over plain HTTP (multipart and raw), checked on
 //! what the server received and on the outcome.
+#![forbid(unsafe_code)]
 
 mod support;
 
