@@ -228,6 +228,14 @@ struct Output {
 
 /// Parses the response and applies the output checks.
 pub(crate) fn check_response(body: &[u8], expect: &Expect) -> Result<(), Failure> {
+    // JSON is UTF-8, but serde_json checks it only in strings it keeps: invalid bytes in a
+    // field we skip (`model_name`, `id`) would pass. Check the whole body first.
+    if std::str::from_utf8(body).is_err() {
+        return Err(Failure::new(
+            FailureReason::InvalidResponse,
+            "the response body is not valid UTF-8",
+        ));
+    }
     let response: InferResponse = serde_json::from_slice(body).map_err(|e| {
         Failure::new(
             FailureReason::InvalidResponse,
@@ -345,6 +353,13 @@ mod tests {
         e.top_label = Some("0".into());
         e.output_shape = Some(vec![1, 10]);
         assert!(check_response(&body, &e).is_ok());
+    }
+
+    #[test]
+    fn invalid_utf8_in_a_skipped_field_is_invalid() {
+        let body = b"{\"model_name\":\"\xff\",\"outputs\":[{\"name\":\"p\",\"shape\":[1],\"datatype\":\"INT64\",\"data\":[1]}]}";
+        let f = check_response(body, &Expect::default()).unwrap_err();
+        assert_eq!(f.reason, FailureReason::InvalidResponse);
     }
 
     #[test]

@@ -67,26 +67,118 @@ pub fn closed_port() -> u16 {
 /// Serves raw bytes: for each connection, reads the request head, then writes `reply`
 /// (which may be anything: garbage, a cut stream). `hold` keeps the socket open after.
 pub fn raw_server(reply: &'static [u8], hold: Duration) -> SocketAddr {
+    scripted_server(move |_| vec![Step::Write(reply.to_vec()), Step::Hold(hold)])
+}
+
+/// One step of a scripted reply (see [`scripted_server`]).
+pub enum Step {
+    /// Write these bytes at once.
+    Write(Vec<u8>),
+    /// Write these bytes one at a time, `gap` apart (a slow drip).
+    Drip(Vec<u8>, Duration),
+    /// Write `bytes` again and again, `gap` apart, until `total` bytes are out (`u64::MAX`:
+    /// until the client goes away). Nothing is built in memory beyond `bytes`.
+    Repeat {
+        bytes: Vec<u8>,
+        total: u64,
+        gap: Duration,
+    },
+    /// Keep the connection open and silent.
+    Hold(Duration),
+}
+
+/// A server that reads each request (one per connection: head and Content-Length body),
+/// then plays the steps `script` returns for it and closes. A step that cannot write (the
+/// client went away) ends the connection. For byte-exact faults: stalls, drips, cut
+/// streams, endless bodies.
+pub fn scripted_server(script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static) -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
+    let script = std::sync::Arc::new(script);
     std::thread::spawn(move || {
         for stream in l.incoming() {
             let Ok(mut s) = stream else { continue };
+            let script = script.clone();
             std::thread::spawn(move || {
-                let mut buf = [0u8; 65536];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                let Some(received) = read_request(&mut s) else {
+                    return;
+                };
+                for step in script(&received) {
+                    let written = match step {
+                        Step::Write(bytes) => s.write_all(&bytes),
+                        Step::Drip(bytes, gap) => bytes.iter().try_for_each(|b| {
+                            std::thread::sleep(gap);
+                            s.write_all(std::slice::from_ref(b))
+                        }),
+                        Step::Repeat { bytes, total, gap } => {
+                            let mut sent = 0u64;
+                            let mut result = Ok(());
+                            while sent < total && result.is_ok() {
+                                let n = (total - sent).min(bytes.len() as u64) as usize;
+                                result = s.write_all(&bytes[..n]);
+                                sent += n as u64;
+                                if !gap.is_zero() {
+                                    std::thread::sleep(gap);
+                                }
+                            }
+                            result
+                        }
+                        Step::Hold(d) => {
+                            std::thread::sleep(d);
+                            Ok(())
+                        }
+                    };
+                    if written.is_err() {
+                        return;
                     }
                 }
-                let _ = s.write_all(reply);
-                std::thread::sleep(hold);
             });
         }
     });
     addr
+}
+
+/// Reads one request (head, and a body of Content-Length bytes); `None` if the client
+/// closed first.
+fn read_request(s: &mut TcpStream) -> Option<Received> {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut data = Vec::new();
+    let head_end = loop {
+        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
+    let mut lines = head.lines();
+    let mut first = lines.next().unwrap_or_default().split_whitespace();
+    let method = first.next().unwrap_or_default().to_owned();
+    let path = first.next().unwrap_or_default().to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while data.len() < head_end + length {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = data[head_end..(head_end + length).min(data.len())].to_vec();
+    Some(Received {
+        method,
+        path,
+        headers,
+        body,
+    })
 }
 
 /// A plain HTTP/1.0-style GET; returns (status, headers, body).
@@ -302,57 +394,7 @@ pub fn recording_server(
 /// A server that answers each request (one per connection) with what `respond` returns
 /// for it. Replies should say `Connection: close`.
 pub fn answering_server(respond: impl Fn(&Received) -> Vec<u8> + Send + Sync + 'static) -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let respond = std::sync::Arc::new(respond);
-    std::thread::spawn(move || {
-        for stream in l.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let respond = respond.clone();
-            std::thread::spawn(move || {
-                let mut buf = vec![0u8; 1 << 16];
-                let mut data = Vec::new();
-                let head_end = loop {
-                    if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => data.extend_from_slice(&buf[..n]),
-                    }
-                };
-                let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
-                let mut lines = head.lines();
-                let mut first = lines.next().unwrap_or_default().split_whitespace();
-                let method = first.next().unwrap_or_default().to_owned();
-                let path = first.next().unwrap_or_default().to_owned();
-                let headers: Vec<(String, String)> = lines
-                    .filter_map(|l| l.split_once(':'))
-                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-                    .collect();
-                let length: usize = headers
-                    .iter()
-                    .find(|(k, _)| k == "content-length")
-                    .and_then(|(_, v)| v.parse().ok())
-                    .unwrap_or(0);
-                while data.len() < head_end + length {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => data.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let body = data[head_end..(head_end + length).min(data.len())].to_vec();
-                let received = Received {
-                    method,
-                    path,
-                    headers,
-                    body,
-                };
-                let _ = s.write_all(&respond(&received));
-            });
-        }
-    });
-    addr
+    scripted_server(move |r| vec![Step::Write(respond(r))])
 }
 
 /// An HTTP/1.1 reply with a body, closing the connection.
