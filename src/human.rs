@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 
 /// `812 ms`, `1.23 s`, `143 s`.
 pub fn seconds(s: f64) -> String {
-    if s < 1.0 {
+    // Below 999.5 ms, so rounding never prints "1000 ms".
+    if s < 0.9995 {
         format!("{:.0} ms", s * 1000.0)
     } else if s < 100.0 {
         format!("{s:.2} s")
@@ -77,6 +78,10 @@ pub fn parse_time(v: &str, now: SystemTime) -> Option<SystemTime> {
     if let Ok(t) = humantime::parse_rfc3339_weak(v) {
         return Some(t);
     }
+    // With an offset (`2026-11-30T12:00:00+02:00`), which humantime does not take.
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
+        return Some(SystemTime::from(t));
+    }
     if let Ok(secs) = v.parse::<f64>()
         && secs.is_finite()
         && secs >= 0.0
@@ -110,5 +115,6 @@ mod tests {
         assert_eq!(seconds(0.8124), "812 ms");
         assert_eq!(seconds(1.234), "1.23 s");
         assert_eq!(seconds(143.2), "143 s");
+        assert_eq!(seconds(0.9996), "1.00 s");
     }
 }

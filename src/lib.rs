@@ -34,7 +34,7 @@ pub mod store;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -55,6 +55,10 @@ use crate::probe::{BuildContext, BuildError};
 use crate::push::Pusher;
 use crate::schedule::Report;
 use crate::store::{HistoryReader, HistoryWriter, Latest, RunRecord, Store, StoreError};
+
+/// How long a finished run may take to reach the history (queue and group commit), with
+/// a wide margin.
+const HISTORY_SLACK: Duration = Duration::from_secs(5);
 
 /// Builds every probe of a config, or says which one cannot be built.
 pub fn build_probes(
@@ -125,6 +129,9 @@ pub struct Agent {
     pub latest: Arc<Latest>,
     paging: Arc<Paging>,
     history: Arc<HistoryWriter>,
+    /// How long after its start a run is surely in the history (the longest timeout
+    /// plus the writer's slack), in ms: the results API serves only settled history.
+    settle_ms: Arc<AtomicU64>,
     /// The remote_write pusher, when configured.
     push: Option<Pushing>,
     /// `host:port` a scrape would call this agent: the pushed `instance` label.
@@ -155,6 +162,7 @@ impl Agent {
         let store = Arc::new(Store::open(&data_dir)?);
         let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
         let reader = Arc::new(HistoryReader::open(store.path())?);
+        let settle_ms = Arc::new(AtomicU64::new(0));
         let api_base = config
             .agent
             .external_url
@@ -182,6 +190,7 @@ impl Agent {
                 latest: latest.clone(),
                 alerts: paging.active.subscribe(),
                 history: reader,
+                settle_ms: settle_ms.clone(),
                 ready: ready.clone(),
                 location: location.clone(),
                 started_at: SystemTime::now(),
@@ -194,6 +203,7 @@ impl Agent {
             latest,
             paging,
             history,
+            settle_ms,
             push: None,
             instance,
             location,
@@ -304,6 +314,12 @@ impl Agent {
         self.metrics.configured(self.running.len(), &added, &retired);
         self.paging.configure(config, receivers);
         self.history.set_limits(config.agent.history);
+        let longest = config.probes.iter().map(|p| p.timeout).max().unwrap_or_default();
+        let settle = longest + HISTORY_SLACK;
+        self.settle_ms.store(
+            u64::try_from(settle.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
         // remote_write: started, replaced or stopped as the file says.
         let unchanged = match (&self.push, &config.agent.remote_write) {
             (Some(p), Some(rw)) => p.config == *rw,
@@ -339,7 +355,10 @@ impl Agent {
         // The fan-out loop ends once every sender (loops and runs) is gone.
         let _ = tokio::time::timeout(Duration::from_secs(2), self.fanout).await;
         self.paging.stop();
-        // The last runs to disk: the writer commits what is queued, then stops.
+        // The last runs to disk: the writer commits what is queued (even if the fan-out
+        // did not end in time and still holds it), then stops.
+        let history = self.history.clone();
+        let _ = tokio::task::spawn_blocking(move || history.flush()).await;
         if let Ok(history) = Arc::try_unwrap(self.history) {
             let _ = tokio::task::spawn_blocking(move || history.close()).await;
         }
@@ -643,6 +662,7 @@ async fn fan_out(
     history: Arc<HistoryWriter>,
     current: Current,
 ) {
+    let mut history_seen = (u64::MAX, u64::MAX);
     while let Some(report) = rx.recv().await {
         match report {
             Report::Finished(outcome) => {
@@ -656,10 +676,15 @@ async fn fan_out(
                     latest.record(&outcome);
                     history.record(RunRecord::from_outcome(&outcome));
                     let stats = history.stats();
-                    metrics.history(
+                    let now = (
                         stats.dropped.load(Ordering::Relaxed),
                         stats.disk_bytes.load(Ordering::Relaxed),
                     );
+                    // The figures change about once a second; the gauges follow then.
+                    if now != history_seen {
+                        metrics.history(now.0, now.1);
+                        history_seen = now;
+                    }
                     paging.observe(&outcome);
                 }
                 log_outcome(&outcome);

@@ -82,8 +82,14 @@ impl Report {
             let (before, during) = runs.split_at(split);
             let first = &runs[0];
             let t = targets(&first.probe);
+            // Streaks over the whole series, so one that began in the previous period
+            // keeps its real start and length; those that touch this period count.
             if !during.is_empty() {
-                all_incidents.extend(incidents(during));
+                all_incidents.extend(
+                    incidents(&runs)
+                        .into_iter()
+                        .filter(|i| i.ended.is_none_or(|end| end > since)),
+                );
             }
             rows.push(Row {
                 probe: first.probe.clone(),
@@ -288,7 +294,7 @@ impl Report {
         );
         let mut attainment = Table::new(
             "SLO attainment",
-            "Share of successful runs at or under each probe's latency target (slo.ttft_p95, slo.total_p95).",
+            "Share of all runs that got their answer at or under each probe's latency target (slo.ttft_p95, slo.total_p95); a failed run misses every target.",
             &[
                 "probe",
                 "location",
@@ -364,6 +370,10 @@ impl Report {
             ],
         );
         worst.empty = "No failed runs in this period.".into();
+        let ongoing = SystemTime::now()
+            .duration_since(self.until)
+            .is_ok_and(|late| late < Duration::from_secs(120))
+            || self.until > SystemTime::now();
         for (n, i) in self.incidents.iter().enumerate() {
             let reasons: Vec<String> = i.reasons.iter().map(|(r, n)| format!("{r} ×{n}")).collect();
             worst.rows.push(vec![
@@ -372,9 +382,20 @@ impl Report {
                 i.location.clone(),
                 clock(i.started),
                 format!(
-                    "{}{}",
+                    "{}{}{}",
                     span(i.duration),
-                    if i.ended.is_none() { " (ongoing)" } else { "" }
+                    if i.started < self.since {
+                        " (began before the period)"
+                    } else {
+                        ""
+                    },
+                    match i.ended {
+                        Some(_) => "",
+                        // A report up to now: still failing. Up to a past time: the
+                        // streak had not ended by then.
+                        None if ongoing => " (ongoing)",
+                        None => " (not over at the period's end)",
+                    }
                 ),
                 i.failed_runs.to_string(),
                 reasons.join(", "),

@@ -3,8 +3,9 @@
 //!
 //! Definitions (README "Status page and report"): percentiles are nearest-rank over
 //! successful runs only (a fast error never improves a latency figure); attainment is
-//! the share of successful runs at or under the target; a 429 counts as a failure for
-//! availability, as the user got no answer.
+//! the share of all runs that succeeded at or under the target (a failed run misses every
+//! target: the user waited and got nothing); a 429 counts as a failure for availability,
+//! as the user got no answer.
 
 use std::time::{Duration, SystemTime};
 
@@ -63,7 +64,8 @@ pub struct Summary {
     pub availability: Option<f64>,
     pub ttft: Quantiles,
     pub total: Quantiles,
-    /// Share of successful runs with a TTFT at or under the target.
+    /// Share of runs that succeeded with a TTFT at or under the target; `None` without
+    /// a target or when no run measured a TTFT (e.g. plain HTTP probes).
     pub ttft_attainment: Option<f64>,
     pub total_attainment: Option<f64>,
 }
@@ -78,7 +80,7 @@ impl Summary {
             let target = target?;
             let measured: Vec<Duration> = ok.iter().filter_map(|r| f(r)).collect();
             (!measured.is_empty())
-                .then(|| measured.iter().filter(|d| **d <= target).count() as f64 / measured.len() as f64)
+                .then(|| measured.iter().filter(|d| **d <= target).count() as f64 / runs.len() as f64)
         };
         Summary {
             runs: runs.len() as u64,
@@ -196,9 +198,10 @@ mod tests {
         assert_eq!(s.availability, Some(0.75));
         assert_eq!(s.total.p50, Some(0.2));
         assert_eq!(s.total.p99, Some(0.3));
-        // TTFTs 50, 150, 100 ms: two of three at or under 100 ms.
-        assert_eq!(s.ttft_attainment, Some(2.0 / 3.0));
-        assert_eq!(s.total_attainment, Some(2.0 / 3.0));
+        // TTFTs 50, 150, 100 ms: two of four runs at or under 100 ms (the failed run
+        // misses the target too).
+        assert_eq!(s.ttft_attainment, Some(0.5));
+        assert_eq!(s.total_attainment, Some(0.5));
     }
 
     #[test]

@@ -45,12 +45,16 @@ fn finished_in_log(d: &Daemon) -> usize {
 }
 
 fn stored_runs(data: &Path) -> usize {
+    stored_runs_before(data, SystemTime::now() + Duration::from_secs(60))
+}
+
+fn stored_runs_before(data: &Path, until: SystemTime) -> usize {
     let reader = HistoryReader::open(&data.join("inferprobe.db")).unwrap();
     let q = RunQuery {
         probe: None,
         location: None,
         since: SystemTime::UNIX_EPOCH,
-        until: SystemTime::now() + Duration::from_secs(60),
+        until,
     };
     let mut n = 0;
     reader.for_each_series(&q, |runs| n += runs.len()).unwrap();
@@ -126,10 +130,13 @@ fn kill_9_while_writing_loses_at_most_the_batch_in_flight_and_never_corrupts() {
     eprintln!("kill -9 x3: {total_logged} runs logged in all, worst loss {worst_loss}");
     // The store is usable after all that: an agent starts on it and serves its history.
     let d = Daemon::start(&config, &["--data-dir", data.to_str().unwrap()]);
-    let (status, _, body) = http_get(&d.addr, "/api/v1/results?since=1h&limit=5", None);
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["results"].as_array().unwrap().len(), 5);
+    // The API serves settled history (runs older than the longest timeout + 5 s).
+    wait_until("the history is served", Duration::from_secs(15), || {
+        let (status, _, body) = http_get(&d.addr, "/api/v1/results?since=1h&limit=5", None);
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["results"].as_array().unwrap().len() == 5
+    });
 }
 
 fn stored_runs_or_zero(data: &Path) -> usize {
@@ -159,7 +166,16 @@ fn the_results_api_pages_through_the_history_without_gaps_or_repeats() {
     )
     .unwrap();
     let quiet = Daemon::start(&dir.join("quiet.yaml"), &["--data-dir", data.to_str().unwrap()]);
-    std::thread::sleep(Duration::from_millis(300));
+    // The API serves runs that started before `complete_until` (now minus the longest
+    // timeout and 5 s): wait until that covers every stored run.
+    let settled_at = |addr: &str| {
+        let (_, _, body) = http_get(addr, "/api/v1/results?since=1h&limit=1", None);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        humantime::parse_rfc3339(v["complete_until"].as_str().unwrap()).unwrap()
+    };
+    wait_until("the stored runs are settled", Duration::from_secs(15), || {
+        stored_runs_before(&data, settled_at(&quiet.addr)) >= stored
+    });
     let mut seen: Vec<(String, String)> = Vec::new();
     let mut path = "/api/v1/results?since=1h&limit=7&location=hist-test".to_owned();
     let mut pages = 0;

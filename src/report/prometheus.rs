@@ -292,8 +292,16 @@ impl Period {
             availability: (runs > 0).then(|| c.success as f64 / runs as f64),
             ttft: self.ttft.quantiles(key),
             total: self.total.quantiles(key),
-            ttft_attainment: self.ttft.attainment(key, targets.ttft),
-            total_attainment: self.total.attainment(key, targets.total),
+            // The histograms hold successful runs only; a failed run misses every
+            // target, so the share among successes is scaled to all runs.
+            ttft_attainment: self
+                .ttft
+                .attainment(key, targets.ttft)
+                .map(|a| a * c.success as f64 / runs.max(1) as f64),
+            total_attainment: self
+                .total
+                .attainment(key, targets.total)
+                .map(|a| a * c.success as f64 / runs.max(1) as f64),
         }
     }
 }
@@ -344,7 +352,9 @@ pub fn attainment(mut buckets: Vec<(f64, f64)>, target: f64) -> Option<f64> {
 /// to the next 1 point (`ended`), or still open at the end (`ended: None`, lasting to
 /// the last 0 point). Points are `step` apart, so times are as precise as the step. A
 /// gap in the points (no agent reporting) ends a streak at its last 0 point, as what
-/// happened after is unknown.
+/// happened after is unknown. Only the period is queried, so a streak that began before
+/// it starts at the period's first point here (the local report, which reads the
+/// previous period too, gives the real start).
 pub fn streaks(
     points: &[(SystemTime, f64)],
     step: Duration,

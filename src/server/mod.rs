@@ -45,15 +45,24 @@ pub struct ServerState {
     /// Active alerts, as paging last published them.
     pub alerts: tokio::sync::watch::Receiver<Arc<Vec<Firing>>>,
     pub history: Arc<HistoryReader>,
+    /// Runs that started more than this long ago (ms) are surely in the history.
+    pub settle_ms: Arc<std::sync::atomic::AtomicU64>,
     pub ready: Arc<AtomicBool>,
     pub location: String,
     pub started_at: SystemTime,
-    /// The status page's figures, reused for a few seconds: a dozen people watching the
-    /// page during an incident must not each re-read a week of history.
-    pub board: Arc<Mutex<Option<(Instant, Board)>>>,
+    pub board: Arc<BoardCache>,
 }
 
 type Board = Arc<(AgentView, Vec<ProbeView>)>;
+
+/// The status page's figures, reused for a few seconds and rebuilt by one request at a
+/// time: a dozen people watching the page during an incident must not each re-read a
+/// week of history.
+#[derive(Default)]
+pub struct BoardCache {
+    cached: Mutex<Option<(Instant, Board)>>,
+    building: tokio::sync::Mutex<()>,
+}
 
 /// How long the status page's figures are reused.
 const BOARD_TTL: Duration = Duration::from_secs(5);
@@ -156,25 +165,35 @@ fn alert_json(f: &Firing) -> serde_json::Value {
 }
 
 async fn status_page(State(s): State<ServerState>) -> Response {
-    let cached = s
-        .board
-        .lock()
-        .expect("board lock")
-        .as_ref()
-        .filter(|(at, _)| at.elapsed() < BOARD_TTL)
-        .map(|(_, b)| b.clone());
-    let board = match cached {
+    let fresh = |s: &ServerState| {
+        s.board
+            .cached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < BOARD_TTL)
+            .map(|(_, b)| b.clone())
+    };
+    let board = match fresh(&s) {
         Some(b) => b,
         None => {
-            let s2 = s.clone();
-            match tokio::task::spawn_blocking(move || board(&s2, None)).await {
-                Ok(Ok(b)) => {
-                    let b = Arc::new(b);
-                    *s.board.lock().expect("board lock") = Some((Instant::now(), b.clone()));
-                    b
+            // One rebuild at a time: whoever waited finds the fresh board.
+            let _building = s.board.building.lock().await;
+            match fresh(&s) {
+                Some(b) => b,
+                None => {
+                    let s2 = s.clone();
+                    match tokio::task::spawn_blocking(move || board(&s2, None)).await {
+                        Ok(Ok(b)) => {
+                            let b = Arc::new(b);
+                            *s.board.cached.lock().unwrap_or_else(|p| p.into_inner()) =
+                                Some((Instant::now(), b.clone()));
+                            b
+                        }
+                        Ok(Err(e)) => return history_error(&e),
+                        Err(e) => return internal(&e.to_string()),
+                    }
                 }
-                Ok(Err(e)) => return history_error(&e),
-                Err(e) => return internal(&e.to_string()),
             }
         }
     };
@@ -226,20 +245,22 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
             .unwrap_or(SystemTime::UNIX_EPOCH),
         until: now + Duration::from_secs(1),
     };
+    let first_runs = s.history.first_runs(&s.location)?;
+    let configured: std::collections::HashSet<&str> = outcomes.iter().map(|(n, _)| n.as_str()).collect();
     let mut views: HashMap<String, ProbeView> = HashMap::new();
     s.history.for_each_series(&query, |runs| {
         let name = runs[0].probe.clone();
-        if outcomes.iter().any(|(n, _)| *n == name) {
-            let view = ProbeView::new(&name, &runs, firing(&name), now);
+        if configured.contains(name.as_str()) {
+            let view = ProbeView::new(&name, &runs, first_runs.get(&name).copied(), firing(&name), now);
             views.insert(name, view);
         }
     })?;
     let probes = outcomes
         .into_iter()
         .map(|(name, last)| {
-            let mut view = views
-                .remove(&name)
-                .unwrap_or_else(|| ProbeView::new(&name, &[], firing(&name), now));
+            let mut view = views.remove(&name).unwrap_or_else(|| {
+                ProbeView::new(&name, &[], first_runs.get(&name).copied(), firing(&name), now)
+            });
             if let Some(o) = last {
                 view.kind = Some(o.probe.kind.to_owned());
                 view.model = Some(o.probe.model.clone()).filter(|m| !m.is_empty());
@@ -259,7 +280,7 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
     let agent = AgentView {
         location: s.location.clone(),
         started_at: s.started_at,
-        history_since: s.history.oldest(&s.location)?,
+        history_since: first_runs.values().min().copied(),
         now,
     };
     Ok((agent, probes))
@@ -271,7 +292,14 @@ async fn results(State(s): State<ServerState>, Query(params): Query<HashMap<Stri
         Ok(q) => q,
         Err(message) => return (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response(),
     };
-    let (q, cursor, limit) = query;
+    let (mut q, cursor, limit) = query;
+    // Runs are written when they finish but listed by start: a run that started before
+    // `complete_until` has surely finished and been written, so within it pages never
+    // skip a run; later ones are served by the next query (since=complete_until).
+    let settle = Duration::from_millis(s.settle_ms.load(Ordering::Relaxed));
+    let complete_until = now.checked_sub(settle).unwrap_or(SystemTime::UNIX_EPOCH);
+    q.until = q.until.min(complete_until);
+    q.since = q.since.min(q.until);
     let q2 = q.clone();
     let history = s.history.clone();
     let page = match tokio::task::spawn_blocking(move || history.results(&q2, cursor, limit)).await {
@@ -299,6 +327,7 @@ async fn results(State(s): State<ServerState>, Query(params): Query<HashMap<Stri
         "until": humantime::format_rfc3339_millis(q.until).to_string(),
         "count": page.runs.len(),
         "results": page.runs.iter().map(RunRecord::to_json).collect::<Vec<_>>(),
+        "complete_until": humantime::format_rfc3339_millis(complete_until).to_string(),
         "next_cursor": page.next.map(Cursor::encode),
         "next": next,
     });
@@ -379,6 +408,10 @@ mod tests {
         assert_eq!(crate::human::parse_time("1800000000", now), Some(now));
         assert_eq!(
             crate::human::parse_time("2027-01-15T08:00:00Z", now),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
+        );
+        assert_eq!(
+            crate::human::parse_time("2027-01-15T10:00:00+02:00", now),
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000))
         );
         assert_eq!(crate::human::parse_time("yesterday", now), None);

@@ -89,26 +89,30 @@ impl State {
 }
 
 impl ProbeView {
-    /// Builds a probe's view from its runs of the last 7 days (start order).
-    pub fn new(name: &str, runs: &[RunRecord], alerts: Vec<Firing>, now: SystemTime) -> ProbeView {
+    /// Builds a probe's view from its runs of the last 7 days (start order) and its
+    /// first run ever kept (how much of a window the history can cover: a probe that
+    /// runs every 10 minutes has full windows long before its first run in the last
+    /// hour is an hour old).
+    pub fn new(
+        name: &str,
+        runs: &[RunRecord],
+        first_run: Option<SystemTime>,
+        alerts: Vec<Firing>,
+        now: SystemTime,
+    ) -> ProbeView {
+        let history = first_run
+            .or_else(|| runs.first().map(|r| r.at))
+            .map(|t| now.duration_since(t).unwrap_or_default())
+            .unwrap_or_default();
         let windows = WINDOWS
             .iter()
             .map(|(len, _)| {
                 let since = now.checked_sub(*len).unwrap_or(SystemTime::UNIX_EPOCH);
                 let from = runs.partition_point(|r| r.at < since);
-                let slice = &runs[from..];
-                let covered = slice
-                    .first()
-                    .map(|r| now.duration_since(r.at).unwrap_or_default())
-                    .unwrap_or_default();
-                (Summary::of(slice, &Targets::default()), covered.min(*len))
+                (Summary::of(&runs[from..], &Targets::default()), history.min(*len))
             })
             .collect();
-        let chart_span = runs
-            .first()
-            .map(|r| now.duration_since(r.at).unwrap_or_default())
-            .unwrap_or_default()
-            .clamp(CHART_MIN_SPAN, WINDOWS[1].0);
+        let chart_span = history.clamp(CHART_MIN_SPAN, WINDOWS[1].0);
         ProbeView {
             name: name.to_owned(),
             kind: None,
@@ -175,7 +179,8 @@ pub struct AgentView {
 
 const STYLE: &str = "
 :root{--bg:#fff;--fg:#1b1f24;--mute:#5b6470;--line:#d8dde3;--card:#f6f8fa;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700;--none:#6e7781;--chart:#0969da;--ttft:#8250df}
-@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mute:#9198a1;--line:#30363d;--card:#161b22;--ok:#3fb950;--bad:#f85149;--warn:#d29922;--none:#9198a1;--chart:#4493f8;--ttft:#ab7df8}}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mute:#9198a1;--line:#30363d;--card:#161b22;--ok:#3fb950;--bad:#f85149;--warn:#d29922;--none:#9198a1;--chart:#4493f8;--ttft:#ab7df8}
+.badge.ok{background:#238636}.badge.bad{background:#b62324}.badge.warn{background:#9e6a03}.badge.none{background:#6e7681}}
 *{box-sizing:border-box}
 body{margin:0;padding:12px;font:14px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;background:var(--bg);color:var(--fg)}
 header{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:baseline;margin-bottom:12px}
@@ -192,6 +197,7 @@ a{color:var(--chart)}
 table{border-collapse:collapse;width:100%;margin:8px 0;font-variant-numeric:tabular-nums}
 th,td{text-align:right;padding:2px 6px;border-bottom:1px solid var(--line);white-space:nowrap}
 th:first-child,td:first-child{text-align:left}
+th[scope=row]{font-weight:normal}
 .partial{color:var(--mute);font-style:italic}
 .fail{color:var(--bad)}
 .alert{color:var(--bad);margin:4px 0;overflow-wrap:anywhere}
@@ -273,14 +279,14 @@ fn card(out: &mut String, p: &ProbeView, now: SystemTime) {
         "<section class=\"card {}\" id=\"probe-{}\"><div class=top><h2><a href=\"/probes/{}\">{}</a></h2>\
          <span class=\"badge {}\">{}</span></div>",
         state.class(),
-        esc(&p.name),
+        esc(&url_encode(&p.name)),
         esc(&url_encode(&p.name)),
         esc(&p.name),
         state.class(),
         state.label()
     );
     identity(out, p);
-    alerts(out, p);
+    alerts(out, p, now);
     windows_table(out, p);
     last_lines(out, p, now);
     chart_block(out, p, 360, 64);
@@ -302,7 +308,7 @@ fn identity(out: &mut String, p: &ProbeView) {
     }
 }
 
-fn alerts(out: &mut String, p: &ProbeView) {
+fn alerts(out: &mut String, p: &ProbeView, now: SystemTime) {
     for f in &p.alerts {
         let a = &f.alert;
         let class = if a.condition == Condition::Down {
@@ -315,13 +321,13 @@ fn alerts(out: &mut String, p: &ProbeView) {
             "<div class=\"{class}\">⚠ {} ({}) since {} ago</div>",
             esc(&a.summary),
             a.severity.as_str(),
-            span(SystemTime::now().duration_since(a.since).unwrap_or_default())
+            span(now.duration_since(a.since).unwrap_or_default())
         );
     }
 }
 
 fn windows_table(out: &mut String, p: &ProbeView) {
-    out.push_str("<table><thead><tr><th></th>");
+    out.push_str("<table><thead><tr><th scope=col>window</th>");
     for (_, label) in WINDOWS {
         let _ = write!(out, "<th>{label}</th>");
     }
@@ -333,7 +339,7 @@ fn windows_table(out: &mut String, p: &ProbeView) {
         ("P95 TTFT", |s| s.ttft.p95.map(seconds)),
     ];
     for (label, cell) in rows {
-        let _ = write!(out, "<tr><td>{label}</td>");
+        let _ = write!(out, "<tr><th scope=row>{label}</th>");
         for (i, (summary, covered)) in p.windows.iter().enumerate() {
             let len = WINDOWS[i].0;
             let value = cell(summary).unwrap_or_else(|| "–".into());
@@ -520,7 +526,7 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
     notice(&mut out, agent);
     out.push_str("<section class=card>");
     identity(&mut out, p);
-    alerts(&mut out, p);
+    alerts(&mut out, p, agent.now);
     windows_table(&mut out, p);
     last_lines(&mut out, p, agent.now);
     chart_block(&mut out, p, 800, 160);
@@ -609,7 +615,7 @@ mod tests {
         let runs: Vec<RunRecord> = (0..20)
             .map(|i| run(now - Duration::from_secs(600 - i * 30), i != 7, 400 + i * 10))
             .collect();
-        let view = ProbeView::new("chat <b>", &runs, Vec::new(), now);
+        let view = ProbeView::new("chat <b>", &runs, None, Vec::new(), now);
         assert_eq!(view.state(), State::Up);
         assert_eq!(view.windows[0].0.runs, 20);
         assert_eq!(view.windows[0].0.availability, Some(0.95));
@@ -629,6 +635,7 @@ mod tests {
         assert!(html.contains("<svg"));
         assert!(html.contains("<path d=\"M"));
         let page = probe_page(&agent, &view, &runs);
-        assert_eq!(page.matches("<tr><td>").count(), 3 + 20);
+        assert_eq!(page.matches("<tr><td>").count(), 20);
+        assert_eq!(page.matches("<th scope=row>").count(), 3);
     }
 }

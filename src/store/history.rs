@@ -11,6 +11,7 @@
 //! Readers ([`HistoryReader`]) open their own read-only connection: WAL lets them read
 //! while the agent writes, and `inferprobe report` reads a running agent's store.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
@@ -178,8 +179,6 @@ impl HistoryWriter {
         maintain_every: Duration,
     ) -> Result<HistoryWriter, StoreError> {
         let conn = open(db, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        // Keep the WAL from growing past what one busy minute writes.
-        conn.pragma_update(None, "journal_size_limit", 32 << 20)?;
         let (tx, rx) = sync_channel(QUEUE);
         let stats = Arc::new(HistoryStats::default());
         let limits = Arc::new(Mutex::new(limits));
@@ -188,7 +187,7 @@ impl HistoryWriter {
             db: db.to_owned(),
             limits: limits.clone(),
             stats: stats.clone(),
-            series: std::collections::HashMap::new(),
+            series: HashMap::new(),
             last_error_log: None,
         };
         writer.maintain();
@@ -260,7 +259,7 @@ struct Writer {
     limits: Arc<Mutex<HistoryConfig>>,
     stats: Arc<HistoryStats>,
     /// (probe, location) -> series id.
-    series: std::collections::HashMap<(String, String), i64>,
+    series: HashMap<(String, String), i64>,
     last_error_log: Option<Instant>,
 }
 
@@ -371,6 +370,15 @@ impl Writer {
 
     fn expire(&mut self) -> Result<(), rusqlite::Error> {
         let limits = *self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        // The WAL is truncated to this after each checkpoint: a quarter of the bound, at
+        // most 32 MiB (what a busy minute writes), so the bound holds for the whole store
+        // give or take that quarter.
+        let wal_limit = (limits.max_disk_bytes / 4).min(32 << 20);
+        self.conn.pragma_update(
+            None,
+            "journal_size_limit",
+            i64::try_from(wal_limit).unwrap_or(32 << 20),
+        )?;
         let cutoff = unix_ms(
             SystemTime::now()
                 .checked_sub(limits.retention)
@@ -392,8 +400,9 @@ impl Writer {
             if used <= limits.max_disk_bytes {
                 break;
             }
-            // Delete a share proportional to the excess, so a far-over store converges
-            // in a few steps and a slightly-over one loses little.
+            // Down to 90 % of the bound, so the next few seconds of runs do not trigger
+            // another round at once: a share of the rows proportional to the excess (at
+            // least 10 %), in statements of at most 20,000 rows.
             let rows: i64 =
                 self.conn
                     .query_row("SELECT COALESCE(MAX(id) - MIN(id) + 1, 0) FROM runs", [], |r| {
@@ -585,36 +594,75 @@ impl HistoryReader {
     }
 
     /// Calls `each` once per (probe, location) with its runs matching `q` in start
-    /// order, one series in memory at a time (a week of 10,000 probes does not fit).
+    /// order. Series are read one at a time, each in its own short read (the
+    /// `runs_by_series` index gives them in order without sorting the whole window), so
+    /// neither memory nor the reader lock is held for more than one series: a week of
+    /// 10,000 probes does not fit in memory, and other readers interleave.
     pub fn for_each_series(
         &self,
         q: &RunQuery,
         mut each: impl FnMut(Vec<RunRecord>),
     ) -> Result<(), StoreError> {
-        let conn = self.conn();
-        let args = Args::new(q);
-        let sql = format!(
-            "SELECT {COLUMNS} FROM series s JOIN runs r ON r.series = s.id
-             WHERE {} ORDER BY s.probe, s.location, r.at_ms, r.id",
-            args.filter
-        );
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params_from_iter(args.values))?;
-        let mut current: Vec<RunRecord> = Vec::new();
-        while let Some(row) = rows.next()? {
-            let r = record(row)?;
-            if current
-                .last()
-                .is_some_and(|c| c.probe != r.probe || c.location != r.location)
-            {
-                each(std::mem::take(&mut current));
+        let series: Vec<i64> = {
+            let conn = self.conn();
+            let mut filter = Vec::new();
+            let mut values: Vec<Value> = Vec::new();
+            if let Some(p) = &q.probe {
+                values.push(p.clone().into());
+                filter.push(format!("probe = ?{}", values.len()));
             }
-            current.push(r);
-        }
-        if !current.is_empty() {
-            each(current);
+            if let Some(l) = &q.location {
+                values.push(l.clone().into());
+                filter.push(format!("location = ?{}", values.len()));
+            }
+            let sql = format!(
+                "SELECT id FROM series {} ORDER BY probe, location",
+                if filter.is_empty() {
+                    String::new()
+                } else {
+                    format!("WHERE {}", filter.join(" AND "))
+                }
+            );
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let ids = stmt.query_map(params_from_iter(values), |r| r.get(0))?;
+            ids.collect::<Result<_, _>>()?
+        };
+        let sql = format!(
+            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
+             WHERE r.series = ?1 AND r.at_ms >= ?2 AND r.at_ms < ?3 ORDER BY r.at_ms, r.id"
+        );
+        for id in series {
+            let runs: Vec<RunRecord> = {
+                let conn = self.conn();
+                let mut stmt = conn.prepare_cached(&sql)?;
+                let rows = stmt.query_map(params![id, unix_ms(q.since), unix_ms(q.until)], record)?;
+                rows.collect::<Result<_, _>>()?
+            };
+            if !runs.is_empty() {
+                each(runs);
+            }
         }
         Ok(())
+    }
+
+    /// When each probe of `location` first ran, as far as the history remembers: what a
+    /// window's figures can cover.
+    pub fn first_runs(&self, location: &str) -> Result<HashMap<String, SystemTime>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT s.probe, (SELECT MIN(r.at_ms) FROM runs r WHERE r.series = s.id) AS first
+             FROM series s WHERE s.location = ?1",
+        )?;
+        let rows = stmt.query_map([location], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
+        })?;
+        let mut out = HashMap::new();
+        for row in rows {
+            if let (probe, Some(at)) = row? {
+                out.insert(probe, from_unix_ms(at));
+            }
+        }
+        Ok(out)
     }
 
     /// The latest `limit` runs of one probe in one location, newest first.
@@ -632,16 +680,6 @@ impl HistoryReader {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The start of the oldest run kept for `location`, if any.
-    pub fn oldest(&self, location: &str) -> Result<Option<SystemTime>, StoreError> {
-        let conn = self.conn();
-        let at: Option<i64> = conn.query_row(
-            "SELECT MIN(r.at_ms) FROM runs r JOIN series s ON s.id = r.series WHERE s.location = ?1",
-            [location],
-            |r| r.get(0),
-        )?;
-        Ok(at.map(from_unix_ms))
-    }
 }
 
 /// A `WHERE` clause for a [`RunQuery`] and its parameters, numbered as they are added.
