@@ -78,9 +78,11 @@ impl Summary {
         };
         let attainment = |f: fn(&RunRecord) -> Option<Duration>, target: Option<Duration>| {
             let target = target?;
-            let measured: Vec<Duration> = ok.iter().filter_map(|r| f(r)).collect();
-            (!measured.is_empty())
-                .then(|| measured.iter().filter(|d| **d <= target).count() as f64 / runs.len() as f64)
+            let met = ok.iter().filter_map(|r| f(r)).filter(|d| *d <= target).count();
+            // Successful runs that did not measure this at all (a kind without tokens):
+            // no figure rather than a false zero. With no success, every run missed.
+            let measures = ok.is_empty() || ok.iter().any(|r| f(r).is_some());
+            (!runs.is_empty() && measures).then(|| met as f64 / runs.len() as f64)
         };
         Summary {
             runs: runs.len() as u64,
@@ -202,6 +204,12 @@ mod tests {
         // misses the target too).
         assert_eq!(s.ttft_attainment, Some(0.5));
         assert_eq!(s.total_attainment, Some(0.5));
+        // An outage misses every target.
+        let down = Summary::of(&[run(0, false, 5), run(30, false, 5)], &targets);
+        assert_eq!(
+            (down.ttft_attainment, down.total_attainment),
+            (Some(0.0), Some(0.0))
+        );
     }
 
     #[test]

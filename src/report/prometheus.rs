@@ -294,15 +294,20 @@ impl Period {
             total: self.total.quantiles(key),
             // The histograms hold successful runs only; a failed run misses every
             // target, so the share among successes is scaled to all runs.
-            ttft_attainment: self
-                .ttft
-                .attainment(key, targets.ttft)
-                .map(|a| a * c.success as f64 / runs.max(1) as f64),
-            total_attainment: self
-                .total
-                .attainment(key, targets.total)
-                .map(|a| a * c.success as f64 / runs.max(1) as f64),
+            ttft_attainment: all_runs(self.ttft.attainment(key, targets.ttft), targets.ttft, c),
+            total_attainment: all_runs(self.total.attainment(key, targets.total), targets.total, c),
         }
+    }
+}
+
+/// Attainment among successful runs (from the histograms) as a share of all runs: a
+/// failed run misses every target, and a period of failures only attains nothing.
+fn all_runs(among_successes: Option<f64>, target: Option<Duration>, c: Counts) -> Option<f64> {
+    let runs = c.success + c.failure;
+    match among_successes {
+        Some(a) => Some(a * c.success as f64 / runs.max(1) as f64),
+        None if target.is_some() && runs > 0 && c.success == 0 => Some(0.0),
+        None => None,
     }
 }
 

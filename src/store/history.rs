@@ -679,7 +679,6 @@ impl HistoryReader {
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
-
 }
 
 /// A `WHERE` clause for a [`RunQuery`] and its parameters, numbered as they are added.
