@@ -468,7 +468,7 @@ fn svg_chart(buckets: &[ChartBucket], width: u32, height: u32) -> String {
         } else {
             // A lone point would not show as a path: round caps draw it as a dot.
             format!(
-                "<path d=\"{}\" fill=none stroke=\"{color}\" stroke-width=2 stroke-linecap=round stroke-linejoin=round/>",
+                "<path d=\"{}\" fill=none stroke=\"{color}\" stroke-width=2 stroke-linecap=round stroke-linejoin=\"round\"/>",
                 paths.trim()
             )
         }
@@ -634,6 +634,17 @@ mod tests {
         assert!(html.contains("/probes/chat%20%3Cb%3E"));
         assert!(html.contains("<svg"));
         assert!(html.contains("<path d=\"M"));
+        // In HTML an unquoted value takes a following `/` into itself (`a=b/>` is
+        // `a="b/"` and leaves the element open, hiding what follows): quote before `/>`.
+        for (i, _) in html.match_indices("/>") {
+            let before = html[..i].chars().last().unwrap();
+            assert!(
+                before == '"' || before == ' ',
+                "unquoted value before `/>`: {}",
+                &html[i.saturating_sub(40)..i + 2]
+            );
+        }
+        assert_eq!(html.matches("<path").count(), 2, "TTFT and total lines");
         let page = probe_page(&agent, &view, &runs);
         assert_eq!(page.matches("<tr><td>").count(), 20);
         assert_eq!(page.matches("<th scope=row>").count(), 3);
