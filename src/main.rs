@@ -756,27 +756,34 @@ async fn demo(listen: SocketAddr, sim_listen: SocketAddr, data_dir: Option<PathB
             return ExitCode::FAILURE;
         }
     };
-    println!(
+    // Whoever reads our output may go away (`demo | head`): that must not stop the demo.
+    let say = |text: String| {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "{text}");
+    };
+    say(format!(
         "inferprobe demo: {} probes against the simulator at http://{}",
         config.probes.len(),
         sim.addr
-    );
-    println!("  status page: http://{bound}/");
-    println!("  metrics:     http://{bound}/metrics");
-    println!("  results:     http://{bound}/api/v1/probes, http://{bound}/api/v1/results");
-    println!("  alerts:      http://{bound}/api/v1/alerts");
-    println!(
+    ));
+    say(format!("  status page: http://{bound}/"));
+    say(format!("  metrics:     http://{bound}/metrics"));
+    say(format!(
+        "  results:     http://{bound}/api/v1/probes, http://{bound}/api/v1/results"
+    ));
+    say(format!("  alerts:      http://{bound}/api/v1/alerts"));
+    say(format!(
         "  SLO report:  inferprobe report --data-dir {} --since 15m",
         data_dir.display()
-    );
-    println!(
+    ));
+    say(format!(
         "First results arrive within 10 s.{} Press Ctrl-C to stop.",
         if temporary {
             " The history is deleted on exit (keep it with --data-dir)."
         } else {
             ""
         }
-    );
+    ));
     let mut terminate = signal(SignalKind::terminate()).ok();
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}

@@ -49,11 +49,13 @@ fn start_demo() -> Demo {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let line = std::io::BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
+    let mut lines = std::io::BufReader::new(stdout).lines().map_while(Result::ok);
+    let line = lines
+        .by_ref()
         .find(|l| l.trim_start().starts_with("status page:"))
         .expect("the demo prints its status page URL");
+    // Keep reading: a closed pipe would fail the demo's next line.
+    std::thread::spawn(move || lines.for_each(drop));
     let addr = line
         .split("http://")
         .nth(1)
