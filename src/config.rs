@@ -775,32 +775,37 @@ impl Checker<'_> {
 
     /// Something allowed but risky: `check` prints it, `run` logs it.
     fn warn(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
-        let (line, column) = self.index().locate(key);
-        self.warnings.push(ConfigError {
-            file: self.file.clone(),
-            line,
-            column,
-            probe: probe.map(str::to_owned),
-            key: key.to_owned(),
-            message: message.into(),
-        });
+        let position = self.index().locate(key);
+        let warning = self.problem(position, probe, key, message.into());
+        self.warnings.push(warning);
     }
 
     fn error_at(
         &mut self,
-        (line, column): (usize, usize),
+        position: (usize, usize),
         probe: Option<&str>,
         key: &str,
         message: impl Into<String>,
     ) {
-        self.errors.push(ConfigError {
+        let error = self.problem(position, probe, key, message.into());
+        self.errors.push(error);
+    }
+
+    fn problem(
+        &self,
+        (line, column): (usize, usize),
+        probe: Option<&str>,
+        key: &str,
+        message: String,
+    ) -> ConfigError {
+        ConfigError {
             file: self.file.clone(),
             line,
             column,
             probe: probe.map(str::to_owned),
             key: key.to_owned(),
-            message: message.into(),
-        });
+            message,
+        }
     }
 
     /// Deserializes one section, turning serde's message into a positioned error.

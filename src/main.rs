@@ -152,26 +152,8 @@ enum Command {
         /// For SLO targets (slo:) and agent.data_dir; optional.
         #[arg(short, long, default_value = "probes.yaml")]
         config: PathBuf,
-        /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
-        #[arg(long, default_value = "7d")]
-        since: String,
-        /// End of the period (default: now).
-        #[arg(long)]
-        until: Option<String>,
-        #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
-        format: ReportFormat,
-        /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
-        /// The agent may be running.
-        #[arg(long, env = "INFERPROBE_DATA_DIR")]
-        data_dir: Option<PathBuf>,
-        /// Write the report here instead of standard output.
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// The whole fleet instead: every agent and location, from the Prometheus server
-        /// at this URL that scrapes them (figures estimated from histogram buckets). The
-        /// local store is not read. `user:password@` in the URL is sent as basic auth.
-        #[arg(long, value_name = "URL")]
-        prometheus: Option<String>,
+        #[command(flatten)]
+        request: ReportRequest,
     },
     /// Run the simulator and the daemon together against a built-in config.
     Demo {
@@ -221,25 +203,7 @@ fn main() -> ExitCode {
                 location,
             } => once(&config, &probe, format, location).await,
             Command::Simulate { listen, script } => simulate_cmd(listen, script).await,
-            Command::Report {
-                config,
-                since,
-                until,
-                format,
-                data_dir,
-                output,
-                prometheus,
-            } => {
-                let request = ReportRequest {
-                    since,
-                    until,
-                    format,
-                    data_dir,
-                    output,
-                    prometheus,
-                };
-                report(&config, request).await
-            }
+            Command::Report { config, request } => report(&config, request).await,
             Command::Demo {
                 listen,
                 sim_listen,
@@ -583,12 +547,27 @@ fn print_table(outcomes: &[Outcome]) {
     }
 }
 
+#[derive(clap::Args)]
 struct ReportRequest {
+    /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
+    #[arg(long, default_value = "7d")]
     since: String,
+    /// End of the period (default: now).
+    #[arg(long)]
     until: Option<String>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
     format: ReportFormat,
+    /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
+    /// The agent may be running.
+    #[arg(long, env = "INFERPROBE_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Write the report here instead of standard output.
+    #[arg(short, long)]
     output: Option<PathBuf>,
+    /// The whole fleet instead: every agent and location, from the Prometheus server
+    /// at this URL that scrapes them (figures estimated from histogram buckets). The
+    /// local store is not read. `user:password@` in the URL is sent as basic auth.
+    #[arg(long, value_name = "URL")]
     prometheus: Option<String>,
 }
 

@@ -42,6 +42,8 @@ impl Redactor {
         for (_, v) in query.split('&').filter_map(|kv| kv.split_once('=')) {
             self.push(v);
             self.push(&percent_decode(v));
+            // Form encoding writes a space as `+`.
+            self.push(&percent_decode(&v.replace('+', " ")));
         }
         for segment in path.split('/') {
             if segment.len() >= 2 * MIN_SECRET {
@@ -76,7 +78,7 @@ impl Redactor {
     }
 }
 
-/// `%XX` and `+` decoded, for matching echoed query values.
+/// `%XX` decoded (invalid sequences kept as they are): URL userinfo and query values.
 pub fn percent_decode(s: &str) -> String {
     let hex = |b: u8| (b as char).to_digit(16);
     let bytes = s.as_bytes();
@@ -91,10 +93,6 @@ pub fn percent_decode(s: &str) -> String {
             (b'%', Some(hi), Some(lo)) => {
                 out.push((hi * 16 + lo) as u8);
                 i += 3;
-            }
-            (b'+', ..) => {
-                out.push(b' ');
-                i += 1;
             }
             (b, ..) => {
                 out.push(b);
@@ -111,7 +109,7 @@ mod tests {
 
     #[test]
     fn percent_decoding_for_echoed_secrets() {
-        assert_eq!(percent_decode("a%2Fb%3D%3D+c"), "a/b== c");
+        assert_eq!(percent_decode("a%2Fb%3D%3D+c"), "a/b==+c");
         assert_eq!(percent_decode("100%"), "100%");
         assert_eq!(percent_decode("%zz%e2%82%ac"), "%zz€");
     }

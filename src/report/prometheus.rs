@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::net::{TlsRoots, control_plane_client, describe_error, read_capped};
+use crate::redact::percent_decode;
 use crate::report::{Report, Row, top};
 use crate::stats::{Incident, Quantiles, Summary, Targets};
 
@@ -501,14 +502,13 @@ impl Prom {
         }
         // Credentials go into an Authorization header, never into a URL that could be
         // printed; userinfo is percent-encoded in a URL, so decode it.
-        let decode = |s: &str| {
-            percent_decode(s)
-                .ok_or_else(|| bad("the user or password is not valid percent-encoded UTF-8".into()))
-        };
         let auth = if base.username().is_empty() && base.password().is_none() {
             None
         } else {
-            Some((decode(base.username())?, base.password().map(decode).transpose()?))
+            Some((
+                percent_decode(base.username()),
+                base.password().map(percent_decode),
+            ))
         };
         let _ = base.set_username("");
         let _ = base.set_password(None);
@@ -673,23 +673,6 @@ fn labels(metric: &serde_json::Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
