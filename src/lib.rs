@@ -15,6 +15,8 @@
 
 pub mod alert;
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod human;
 pub mod metrics;
 pub mod net;

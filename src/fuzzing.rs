@@ -1,0 +1,70 @@
+//! Entry points for the `cargo fuzz` targets in `fuzz/` (an external crate, so it sees
+//! only `pub` items). Not part of the API: hidden from the docs and not used by the binary.
+//!
+//! Why a module of thin wrappers rather than making the parsers `pub`: the per-protocol
+//! parsers return `stream::EventFacts`, which lives in a private module and is an internal
+//! contract between the parsers and the stream driver. Wrapping them here keeps those
+//! types crate-private; the fuzzers only need "did it panic, and did it succeed or fail".
+//! The framing decoders are already `pub` and are re-exported as they are.
+
+pub use crate::probe::framing::{Decoder, Event, FramingError, NdjsonDecoder, SseDecoder};
+
+use crate::config::Expect;
+use crate::outcome::Failure;
+use crate::probe::{anthropic, kserve_v2, ollama, openai, tgi};
+
+/// Every per-protocol event parser, by the kind that uses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parser {
+    OpenAiChat,
+    OpenAiCompletions,
+    OpenAiResponses,
+    Anthropic,
+    Ollama,
+    Tgi,
+}
+
+impl Parser {
+    pub const ALL: [Parser; 6] = [
+        Parser::OpenAiChat,
+        Parser::OpenAiCompletions,
+        Parser::OpenAiResponses,
+        Parser::Anthropic,
+        Parser::Ollama,
+        Parser::Tgi,
+    ];
+}
+
+/// What a parser made of an event, without the crate-private facts type.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Parsed {
+    pub text: String,
+    pub other_output: bool,
+    pub output_tokens: Option<u64>,
+    pub done: bool,
+    pub model: Option<String>,
+}
+
+/// Runs one parser on one framed event.
+pub fn parse_event(parser: Parser, event: &Event) -> Result<Parsed, Failure> {
+    let facts = match parser {
+        Parser::OpenAiChat => openai::parse_event(event, true),
+        Parser::OpenAiCompletions => openai::parse_event(event, false),
+        Parser::OpenAiResponses => openai::parse_responses_event(event),
+        Parser::Anthropic => anthropic::parse_event(event),
+        Parser::Ollama => ollama::parse_line(event),
+        Parser::Tgi => tgi::parse_event(event),
+    }?;
+    Ok(Parsed {
+        text: facts.text,
+        other_output: facts.other_output,
+        output_tokens: facts.output_tokens,
+        done: facts.done,
+        model: facts.model,
+    })
+}
+
+/// The `kserve_v2` response check (a whole JSON body, not a stream).
+pub fn kserve_check_response(body: &[u8], expect: &Expect) -> Result<(), Failure> {
+    kserve_v2::check_response(body, expect)
+}
