@@ -110,4 +110,58 @@ fn main() {
     );
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
+    paced();
+}
+
+/// CPU of this process (user + system), in seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// At an agent's real pace (10,000 probes every 30 s: 333 runs/s) the queue is nearly
+/// empty, so batches are as large as the commit window makes them: the CPU per run then.
+fn paced() {
+    let dir = std::env::temp_dir().join(format!("inferprobe-bench-paced-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::open(&dir).unwrap();
+    let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
+    let runs = 3_000u64;
+    let gap = Duration::from_micros(3_000);
+    let records: Vec<RunRecord> = (0..runs)
+        .map(|i| RunRecord {
+            at: SystemTime::now(),
+            probe: format!("probe-{:04}", i % 1000),
+            location: "eu-west-1".into(),
+            reason: None,
+            message: None,
+            status: Some(200),
+            ttfb: Some(Duration::from_millis(3)),
+            ttft: None,
+            tpot: None,
+            total: Some(Duration::from_millis(4)),
+            output_tokens: None,
+            prompt_bucket: "none".into(),
+            image_bucket: "none".into(),
+        })
+        .collect();
+    let cpu0 = cpu_seconds();
+    let start = Instant::now();
+    for (i, r) in records.into_iter().enumerate() {
+        writer.record(r);
+        if let Some(wait) = (gap * (i as u32 + 1)).checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    writer.flush();
+    let used = cpu_seconds() - cpu0;
+    println!(
+        "paced: {runs} runs at 333 runs/s: {used:.2} CPU s for the process (writer and pacing loop) = {:.0} us per run",
+        used / runs as f64 * 1e6
+    );
+    writer.close();
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,7 @@
 //! The run history, through the real binary: every finished run reaches the store, a
-//! `kill -9` in the middle of writing loses at most the batch being committed and never
-//! corrupts the file, a clean stop loses nothing, and `/api/v1/results` pages through it.
+//! `kill -9` in the middle of writing loses at most the runs of the writer's 50 ms commit
+//! window and never corrupts the file, a clean stop loses nothing, and `/api/v1/results`
+//! pages through it.
 #![forbid(unsafe_code)]
 
 mod support;
@@ -116,9 +117,9 @@ fn kill_9_while_writing_loses_at_most_the_batch_in_flight_and_never_corrupts() {
         let stored = stored_runs(&data) - before;
         integrity_ok(&data);
         eprintln!("kill -9 #{round}: {logged} runs logged as finished, {stored} stored");
-        // A run is logged after it is handed to the writer, and the writer commits what
-        // has queued at once: only the batch being committed at the kill can be lost.
-        // 20 probes at 10 runs/s each fit in one batch many times over; allow 20.
+        // A run is logged after it is handed to the writer, which commits what arrived
+        // within a 50 ms window: only that window's runs can be lost, about 10 at these
+        // 200 runs/s; allow 20.
         let lost = logged.saturating_sub(stored);
         worst_loss = worst_loss.max(lost);
         assert!(lost <= 20, "lost {lost} of {logged} finished runs");

@@ -2,9 +2,9 @@
 //!
 //! Writing never delays a run: the fan-out hands each record to a bounded channel
 //! ([`HistoryWriter::record`] never blocks; a full channel drops and counts) and one
-//! writer thread commits whatever has queued in one transaction (group commit), so a
-//! finished run reaches the disk within milliseconds and a `kill -9` loses at most the
-//! batch being written. The same thread enforces the bounds every second: rows older
+//! writer thread commits what arrives within 50 ms in one transaction (group commit), so
+//! a finished run reaches the disk within about 50 ms and a `kill -9` loses at most the
+//! runs of that window. The same thread enforces the bounds every second: rows older
 //! than the retention go, then the oldest rows until the live pages fit `max_disk_bytes`
 //! (freed pages are reused, so the file stops growing there).
 //!
@@ -27,6 +27,10 @@ use crate::outcome::Outcome;
 
 /// Runs queued for the writer at most (about 250 bytes each).
 const QUEUE: usize = 16_384;
+/// How long the writer gathers runs before committing them together.
+/// A `kill -9` loses at most this much of finished runs; at 333 runs/s it cuts the
+/// writer's CPU per run from ~230 us to ~20 us (`cargo bench --bench history`).
+const COMMIT_WINDOW: Duration = Duration::from_millis(50);
 /// Rows written per transaction at most.
 const BATCH: usize = 2_048;
 /// Rows deleted per statement, so a clean-up never holds the write lock for long.
@@ -271,10 +275,19 @@ impl Writer {
             let wait = maintain_every.saturating_sub(last_check.elapsed());
             match rx.recv_timeout(wait) {
                 Ok(first) => {
+                    // Gather what arrives within the commit window: one transaction per
+                    // run costs ~200 us of CPU (WAL frames, locks), one per window a
+                    // fraction of that per run. A flush request ends the window at once.
+                    let opened = Instant::now();
+                    let mut flush = matches!(first, Message::Flush(_));
                     batch.push(first);
-                    while batch.len() < BATCH {
-                        match rx.try_recv() {
-                            Ok(m) => batch.push(m),
+                    while batch.len() < BATCH && !flush {
+                        let left = COMMIT_WINDOW.saturating_sub(opened.elapsed());
+                        match rx.recv_timeout(left) {
+                            Ok(m) => {
+                                flush = matches!(m, Message::Flush(_));
+                                batch.push(m);
+                            }
                             Err(_) => break,
                         }
                     }
