@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -143,31 +143,7 @@ fn shards_split_the_probes_between_agents_without_overlap() {
 }
 
 /// A real Prometheus server on 127.0.0.1, stopped on drop.
-struct Prometheus {
-    child: Child,
-    addr: String,
-}
-
 impl Prometheus {
-    fn start(bin: &Path, config: &Path, extra: &[&str]) -> Prometheus {
-        let dir = temp_dir("prometheus-data");
-        let addr = format!("127.0.0.1:{}", closed_port());
-        let child = Command::new(bin)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.display()))
-            .arg(format!("--web.listen-address={addr}"))
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let p = Prometheus { child, addr };
-        wait_until("Prometheus ready", Duration::from_secs(30), || {
-            std::net::TcpStream::connect(&p.addr).is_ok() && http_get(&p.addr, "/-/ready", None).0 == 200
-        });
-        p
-    }
-
     /// An instant query's result vector.
     fn query(&self, promql: &str) -> Vec<serde_json::Value> {
         let path = format!("/api/v1/query?query={}", percent_encode(promql));
@@ -195,13 +171,6 @@ impl Prometheus {
             .into_iter()
             .filter(|a| a["labels"]["alertname"] == alertname)
             .collect()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -6,8 +6,7 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -16,38 +15,6 @@ use inferprobe::simulate::Script;
 use support::*;
 
 /// A real Prometheus server on 127.0.0.1, stopped on drop.
-struct Prometheus {
-    child: Child,
-    addr: String,
-}
-
-impl Prometheus {
-    fn start(bin: &Path, config: &Path) -> Prometheus {
-        let dir = temp_dir("report-prometheus-data");
-        let addr = format!("127.0.0.1:{}", closed_port());
-        let child = Command::new(bin)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.display()))
-            .arg(format!("--web.listen-address={addr}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let p = Prometheus { child, addr };
-        wait_until("Prometheus ready", Duration::from_secs(30), || {
-            std::net::TcpStream::connect(&p.addr).is_ok() && http_get(&p.addr, "/-/ready", None).0 == 200
-        });
-        p
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn report(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
         .arg("report")
@@ -120,7 +87,7 @@ async fn the_fleet_report_from_prometheus_matches_the_agents() {
         ),
     )
     .unwrap();
-    let server = Prometheus::start(&prometheus, &prom_config);
+    let server = Prometheus::start(&prometheus, &prom_config, &[]);
     // Ready is not yet scraping: target discovery reaches the scrape loops only after a
     // few seconds. Wait for both (still closed) targets' first scrape: `up` = 0.
     wait_until(

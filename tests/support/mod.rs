@@ -544,3 +544,38 @@ impl Drop for Alertmanager {
         let _ = self.child.wait();
     }
 }
+
+/// A real Prometheus server (Debian's binary at `bin`) on a free 127.0.0.1 port with a
+/// fresh data directory, ready when returned; killed on drop.
+pub struct Prometheus {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Prometheus {
+    pub fn start(bin: &Path, config: &Path, extra: &[&str]) -> Prometheus {
+        let dir = temp_dir("prometheus-data");
+        let addr = format!("127.0.0.1:{}", closed_port());
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let p = Prometheus { child, addr };
+        wait_until("Prometheus ready", Duration::from_secs(30), || {
+            TcpStream::connect(&p.addr).is_ok() && http_get(&p.addr, "/-/ready", None).0 == 200
+        });
+        p
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
