@@ -38,7 +38,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc, watch};
@@ -286,9 +286,9 @@ impl Agent {
             keep
         });
         let added: Vec<Arc<ProbeIdentity>> = built.iter().map(|p| p.identity.clone()).collect();
+        let mut loops = Vec::with_capacity(built.len());
         for probe in built {
             let cancel = CancellationToken::new();
-            let schedule = probe.config.schedule.clone();
             let busy = busy_of.remove(&probe.config.name).unwrap_or_default();
             let running = RunningProbe {
                 config: probe.config.clone(),
@@ -296,16 +296,12 @@ impl Agent {
                 cancel: cancel.clone(),
                 busy: busy.clone(),
             };
-            tokio::spawn(schedule::run_loop(
-                Arc::new(probe),
-                schedule,
-                self.reports.clone(),
-                cancel,
-                self.runs.clone(),
-                busy,
-            ));
             self.running.insert(running.config.name.clone(), running);
+            loops.push((probe, cancel, busy));
         }
+        // Everything that consumes outcomes learns the new probes before their loops
+        // start: a probe whose first tick is due at once would otherwise finish a run
+        // the fan-out does not yet count as current, and that run would be lost.
         *self.current.write().expect("current lock") = self
             .running
             .values()
@@ -316,6 +312,17 @@ impl Agent {
         self.metrics.configured(self.running.len(), &added, &retired);
         self.paging.configure(config, receivers);
         self.history.set_limits(config.agent.history);
+        for (probe, cancel, busy) in loops {
+            let schedule = probe.config.schedule.clone();
+            tokio::spawn(schedule::run_loop(
+                Arc::new(probe),
+                schedule,
+                self.reports.clone(),
+                cancel,
+                self.runs.clone(),
+                busy,
+            ));
+        }
         let longest = config.probes.iter().map(|p| p.timeout).max().unwrap_or_default();
         let settle = longest + HISTORY_SLACK;
         self.settle_ms.store(
@@ -352,10 +359,25 @@ impl Agent {
             r.cancel.cancel();
         }
         self.runs.close();
+        let started = tokio::time::Instant::now();
         let drained = tokio::time::timeout(drain, self.runs.wait()).await.is_ok();
+        if !drained {
+            tracing::warn!(
+                running = self.runs.len(),
+                "Drain deadline passed: these runs were still running and are abandoned."
+            );
+        }
         drop(self.reports);
-        // The fan-out loop ends once every sender (loops and runs) is gone.
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.fanout).await;
+        // The fan-out loop ends once every sender (loops, and finished runs handing over
+        // their outcomes) is gone; it gets what is left of the deadline, at least 2 s.
+        let left = drain
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(2));
+        if tokio::time::timeout(left, self.fanout).await.is_err() {
+            tracing::warn!(
+                "Outcomes of finished runs were still being recorded at the deadline; the rest are not in the history, metrics or alert state."
+            );
+        }
         self.paging.stop();
         // The last runs to disk: the writer commits what is queued (even if the fan-out
         // did not end in time and still holds it), then stops.
@@ -411,13 +433,54 @@ struct Delivering {
     task: JoinHandle<()>,
 }
 
-/// The alert state machine and what it decided but could not save yet.
+/// The alert state machine and what it decided but has not saved yet.
 struct PagingState {
     alerting: Alerting,
-    /// Changes a failed commit left behind (disk full, I/O error): retried with the
-    /// next commit, so a page is late rather than lost.
-    unsaved: Changes,
+    /// Decisions not yet committed: those of the runs since the last commit, and any a
+    /// failed commit left behind (disk full, I/O error), retried with the next one, so a
+    /// page is late rather than lost. Nothing here is visible outside: the alert board
+    /// is published only after a commit.
+    unsaved: Unsaved,
+    last_commit: Instant,
 }
+
+/// Changes folded together until they are committed: one state per probe (the last
+/// one wins), notifications in the order they were decided.
+#[derive(Default)]
+struct Unsaved {
+    notifications: Vec<crate::alert::Notification>,
+    saved: HashMap<String, Option<String>>,
+}
+
+impl Unsaved {
+    fn fold(&mut self, changes: Changes) {
+        for n in &changes.notifications {
+            tracing::warn!(
+                probe = %n.alert.probe,
+                event = n.event.as_str(),
+                severity = n.alert.severity.as_str(),
+                summary = %n.alert.summary,
+                receivers = ?n.receivers,
+                "Alert {}.",
+                n.event.as_str()
+            );
+        }
+        self.notifications.extend(changes.notifications);
+        self.saved.extend(changes.saved);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.notifications.is_empty() && self.saved.is_empty()
+    }
+}
+
+/// How long decisions may wait to be committed while runs keep arriving. Committing
+/// (and republishing the board) once per run is O(probes) each time: with 100,000
+/// failing probes the fan-out fell hours behind and shutdown could not drain. When the
+/// queue empties they are committed at once, so an idle agent saves every run's
+/// decision as before; a `kill -9` under load loses at most this window of streak
+/// counts (never a queued page: a page is visible only once committed).
+const COMMIT_WINDOW: Duration = Duration::from_millis(100);
 
 /// Paging, wired: the alert state machine, the store that keeps its state and outbox,
 /// and one delivery loop per receiver.
@@ -460,7 +523,8 @@ impl Paging {
         let paging = Paging {
             state: Mutex::new(PagingState {
                 alerting,
-                unsaved: Changes::default(),
+                unsaved: Unsaved::default(),
+                last_commit: Instant::now(),
             }),
             store,
             location: location.to_owned(),
@@ -551,52 +615,53 @@ impl Paging {
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
         let changes = state.alerting.configure(rules, &config.other_shards, now);
-        self.commit(&mut state, changes, now);
+        state.unsaved.fold(changes);
+        self.commit(&mut state, now);
     }
 
     /// Folds one run in. Most runs change nothing worth saving and return at once;
-    /// a change is written to SQLite with the worker handed over to the blocking pool
-    /// meanwhile, still under the paging lock, so commits keep their order.
+    /// a change is kept until the commit window has passed or the fan-out's queue is
+    /// empty ([`Paging::flush`]).
     fn observe(&self, outcome: &Outcome) {
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
         let changes = state.alerting.observe(outcome, now);
-        if changes == Changes::default() && state.unsaved == Changes::default() {
+        state.unsaved.fold(changes);
+        if state.last_commit.elapsed() >= COMMIT_WINDOW {
+            self.commit_blocking(&mut state, now);
+        }
+    }
+
+    /// Commits what the runs so far decided.
+    fn flush(&self) {
+        let mut state = self.state.lock().expect("paging lock");
+        self.commit_blocking(&mut state, SystemTime::now());
+    }
+
+    /// [`Paging::commit`] with the worker handed over to the blocking pool meanwhile,
+    /// still under the paging lock, so commits keep their order.
+    fn commit_blocking(&self, state: &mut PagingState, now: SystemTime) {
+        if state.unsaved.is_empty() {
             return;
         }
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         if multi_thread {
-            tokio::task::block_in_place(|| self.commit(&mut state, changes, now));
+            tokio::task::block_in_place(|| self.commit(state, now));
         } else {
-            self.commit(&mut state, changes, now);
+            self.commit(state, now);
         }
     }
 
     /// Saves state and enqueues notifications in one transaction, publishes the alert
     /// board, then wakes the delivery loops. Runs under the paging lock, so commits
     /// keep their order.
-    fn commit(&self, state: &mut PagingState, changes: Changes, now: SystemTime) {
-        if changes == Changes::default() && state.unsaved == Changes::default() {
+    fn commit(&self, state: &mut PagingState, now: SystemTime) {
+        state.last_commit = Instant::now();
+        if state.unsaved.is_empty() {
             return;
         }
-        for n in &changes.notifications {
-            tracing::warn!(
-                probe = %n.alert.probe,
-                event = n.event.as_str(),
-                severity = n.alert.severity.as_str(),
-                summary = %n.alert.summary,
-                receivers = ?n.receivers,
-                "Alert {}.",
-                n.event.as_str()
-            );
-        }
-        let mut all = std::mem::take(&mut state.unsaved);
-        all.notifications.extend(changes.notifications);
-        for (probe, saved) in changes.saved {
-            all.saved.retain(|(p, _)| *p != probe);
-            all.saved.push((probe, saved));
-        }
+        let all = std::mem::take(&mut state.unsaved);
         let configured: Vec<String> = self
             .receivers
             .lock()
@@ -615,7 +680,9 @@ impl Paging {
                 }
             }
         }
-        if let Err(e) = self.store.commit(&self.location, &all.saved, &rows, now) {
+        let saved: Vec<(String, Option<String>)> =
+            all.saved.iter().map(|(p, v)| (p.clone(), v.clone())).collect();
+        if let Err(e) = self.store.commit(&self.location, &saved, &rows, now) {
             tracing::error!(error = %e, pending = all.notifications.len(), "Cannot save alert state and notifications; retrying with the next run.");
             state.unsaved = all;
             return;
@@ -665,7 +732,19 @@ async fn fan_out(
     current: Current,
 ) {
     let mut history_seen = (u64::MAX, u64::MAX);
-    while let Some(report) = rx.recv().await {
+    loop {
+        let report = match rx.try_recv() {
+            Ok(report) => report,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                // A burst is over: commit what it decided before waiting.
+                paging.flush();
+                match rx.recv().await {
+                    Some(report) => report,
+                    None => break,
+                }
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+        };
         match report {
             Report::Finished(outcome) => {
                 let is_current = current
@@ -697,6 +776,7 @@ async fn fan_out(
             }
         }
     }
+    paging.flush();
 }
 
 /// One structured line per run.

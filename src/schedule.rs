@@ -168,10 +168,16 @@ pub async fn run_loop<R: Runner>(
         } else {
             let (runner, reports) = (runner.clone(), reports.clone());
             let busy = Busy(busy.clone());
-            tracker.spawn(async move {
+            // The tracker counts the run itself, not the hand-over of its outcome: a
+            // run that has finished is not in flight, even while the fan-out is busy.
+            let run = tracker.track_future(async move {
                 let mut outcome = runner.run().await;
                 outcome.schedule_lag = lag;
                 drop(busy);
+                outcome
+            });
+            tokio::spawn(async move {
+                let outcome = run.await;
                 let _ = reports.send(Report::Finished(Box::new(outcome))).await;
             });
         }

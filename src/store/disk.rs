@@ -168,24 +168,26 @@ impl Store {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         let now = unix_ms(now);
-        for (probe, state) in states {
-            match state {
-                Some(state) => tx.execute(
-                    "INSERT INTO alert_state (probe, location, state, updated_at) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (probe, location) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
-                    params![probe, location, state, now],
-                )?,
-                None => tx.execute(
-                    "DELETE FROM alert_state WHERE probe = ?1 AND location = ?2",
-                    params![probe, location],
-                )?,
-            };
-        }
-        for (receiver, payload) in notifications {
-            tx.execute(
-                "INSERT INTO outbox (receiver, payload, created_at, next_attempt_at) VALUES (?1, ?2, ?3, ?3)",
-                params![receiver, payload, now],
+        {
+            // Prepared once per commit: under load one commit carries thousands of rows.
+            let mut upsert = tx.prepare_cached(
+                "INSERT INTO alert_state (probe, location, state, updated_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (probe, location) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at",
             )?;
+            let mut delete =
+                tx.prepare_cached("DELETE FROM alert_state WHERE probe = ?1 AND location = ?2")?;
+            let mut enqueue = tx.prepare_cached(
+                "INSERT INTO outbox (receiver, payload, created_at, next_attempt_at) VALUES (?1, ?2, ?3, ?3)",
+            )?;
+            for (probe, state) in states {
+                match state {
+                    Some(state) => upsert.execute(params![probe, location, state, now])?,
+                    None => delete.execute(params![probe, location])?,
+                };
+            }
+            for (receiver, payload) in notifications {
+                enqueue.execute(params![receiver, payload, now])?;
+            }
         }
         tx.commit()?;
         Ok(())
