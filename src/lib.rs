@@ -442,6 +442,9 @@ struct PagingState {
     /// is published only after a commit.
     unsaved: Unsaved,
     last_commit: Instant,
+    last_publish: Instant,
+    /// Committed changes the published board does not show yet.
+    board_stale: bool,
 }
 
 /// Changes folded together until they are committed: one state per probe (the last
@@ -474,13 +477,16 @@ impl Unsaved {
     }
 }
 
-/// How long decisions may wait to be committed while runs keep arriving. Committing
-/// (and republishing the board) once per run is O(probes) each time: with 100,000
-/// failing probes the fan-out fell hours behind and shutdown could not drain. When the
-/// queue empties they are committed at once, so an idle agent saves every run's
-/// decision as before; a `kill -9` under load loses at most this window of streak
-/// counts (never a queued page: a page is visible only once committed).
+/// How long decisions may wait to be committed. Committing once per run costs a
+/// transaction per run, and republishing the board once per run is O(firing alerts):
+/// with 100,000 failing probes the fan-out fell hours behind and shutdown could not
+/// drain. A `kill -9` loses at most this window of streak counts, never a queued page:
+/// a page is visible (board, outbox, receivers) only once committed.
 const COMMIT_WINDOW: Duration = Duration::from_millis(100);
+
+/// How often the alert board is republished when only counts changed (bad runs, the
+/// last error); a firing or a resolve republishes it with its commit.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
 /// Paging, wired: the alert state machine, the store that keeps its state and outbox,
 /// and one delivery loop per receiver.
@@ -525,6 +531,8 @@ impl Paging {
                 alerting,
                 unsaved: Unsaved::default(),
                 last_commit: Instant::now(),
+                last_publish: Instant::now(),
+                board_stale: false,
             }),
             store,
             location: location.to_owned(),
@@ -617,11 +625,14 @@ impl Paging {
         let changes = state.alerting.configure(rules, &config.other_shards, now);
         state.unsaved.fold(changes);
         self.commit(&mut state, now);
+        if state.board_stale {
+            self.publish_board(&mut state, now);
+        }
     }
 
     /// Folds one run in. Most runs change nothing worth saving and return at once;
-    /// a change is kept until the commit window has passed or the fan-out's queue is
-    /// empty ([`Paging::flush`]).
+    /// a change waits for the commit window ([`Paging::settle`] commits it when no more
+    /// runs come).
     fn observe(&self, outcome: &Outcome) {
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
@@ -632,10 +643,33 @@ impl Paging {
         }
     }
 
-    /// Commits what the runs so far decided.
-    fn flush(&self) {
+    /// How long until something waiting is due: a commit, or a republish of the board.
+    fn next_due(&self) -> Option<Duration> {
+        let state = self.state.lock().expect("paging lock");
+        let commit =
+            (!state.unsaved.is_empty()).then(|| COMMIT_WINDOW.saturating_sub(state.last_commit.elapsed()));
+        let publish = state
+            .board_stale
+            .then(|| PUBLISH_EVERY.saturating_sub(state.last_publish.elapsed()));
+        commit.into_iter().chain(publish).min()
+    }
+
+    /// Commits and republishes what is due, or everything with `all` (at shutdown).
+    fn settle(&self, all: bool) {
+        let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
-        self.commit_blocking(&mut state, SystemTime::now());
+        if all || state.last_commit.elapsed() >= COMMIT_WINDOW {
+            self.commit_blocking(&mut state, now);
+        }
+        if state.board_stale && (all || state.last_publish.elapsed() >= PUBLISH_EVERY) {
+            self.publish_board(&mut state, now);
+        }
+    }
+
+    fn publish_board(&self, state: &mut PagingState, now: SystemTime) {
+        self.publish(&mut state.alerting, now);
+        state.last_publish = Instant::now();
+        state.board_stale = false;
     }
 
     /// [`Paging::commit`] with the worker handed over to the blocking pool meanwhile,
@@ -687,7 +721,11 @@ impl Paging {
             state.unsaved = all;
             return;
         }
-        self.publish(&mut state.alerting, now);
+        if !all.notifications.is_empty() || state.last_publish.elapsed() >= PUBLISH_EVERY {
+            self.publish_board(state, now);
+        } else {
+            state.board_stale = true;
+        }
         if !all.notifications.is_empty() {
             let receivers = self.receivers.lock().expect("receivers lock");
             for (r, _) in &rows {
@@ -736,9 +774,19 @@ async fn fan_out(
         let report = match rx.try_recv() {
             Ok(report) => report,
             Err(mpsc::error::TryRecvError::Empty) => {
-                // A burst is over: commit what it decided before waiting.
-                paging.flush();
-                match rx.recv().await {
+                // Nothing queued: wait for the next report, but no longer than until
+                // what paging holds back is due.
+                let next = match paging.next_due() {
+                    Some(due) => match tokio::time::timeout(due, rx.recv()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            paging.settle(false);
+                            continue;
+                        }
+                    },
+                    None => rx.recv().await,
+                };
+                match next {
                     Some(report) => report,
                     None => break,
                 }
@@ -776,7 +824,7 @@ async fn fan_out(
             }
         }
     }
-    paging.flush();
+    paging.settle(true);
 }
 
 /// One structured line per run.
