@@ -123,6 +123,8 @@ pub struct AgentSettings {
     pub location: String,
     /// Where the store lives.
     pub data_dir: PathBuf,
+    /// The agent's own port: connection limits, TLS, basic auth.
+    pub port: server::PortSettings,
 }
 
 /// The running daemon.
@@ -157,7 +159,11 @@ impl Agent {
         settings: AgentSettings,
         listener: TcpListener,
     ) -> Result<Agent, AgentError> {
-        let AgentSettings { location, data_dir } = settings;
+        let AgentSettings {
+            location,
+            data_dir,
+            port,
+        } = settings;
         let metrics = Arc::new(Metrics::new(&location));
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
@@ -198,6 +204,7 @@ impl Agent {
                 started_at: SystemTime::now(),
                 board: Arc::default(),
             },
+            port,
             server_shutdown.clone(),
         ));
         let mut agent = Agent {
@@ -673,7 +680,15 @@ async fn fan_out(
                     .expect("current lock")
                     .get(&outcome.probe.name)
                     .is_some_and(|id| Arc::ptr_eq(id, &outcome.probe));
-                if is_current {
+                let blames_endpoint = outcome
+                    .observation
+                    .failure()
+                    .is_none_or(|f| f.reason.blames_endpoint());
+                if is_current && !blames_endpoint {
+                    // Like a skipped tick: the agent's own trouble (counted on its health
+                    // series), not an endpoint run for the history, the API or paging.
+                    metrics.record(&outcome);
+                } else if is_current {
                     metrics.record(&outcome);
                     latest.record(&outcome);
                     history.record(RunRecord::from_outcome(&outcome));

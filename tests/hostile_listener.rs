@@ -1,0 +1,216 @@
+//! Hostile clients of the agent's own port (issue 12): idle connections, slowloris and a
+//! connection flood under `ulimit -n 256` must not cost a healthy probe a single run, and
+//! the agent closes what it does not serve by itself.
+//!
+//! The real binary runs under `bash -c 'ulimit -n 256; exec inferprobe run ...'` (soft
+//! and hard limit: raising it at start cannot help; only the connection cap can).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use inferprobe::simulate::Script;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use support::{Daemon, metric_sum, simulator, temp_dir};
+
+/// Idle connections opened at once: well above what 256 descriptors allow.
+const IDLE: usize = 400;
+/// How long they are held.
+const HOLD: Duration = Duration::from_secs(40);
+
+/// Opens a connection and waits for the agent to close it (EOF or reset), up to `within`;
+/// returns how long that took, or `None` if the connection is still open.
+async fn held_until_closed(addr: String, within: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    let mut s = TcpStream::connect(&addr).await.ok()?;
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(within, s.read(&mut buf)).await {
+        Ok(Ok(0) | Err(_)) => Some(start.elapsed()),
+        // The agent answered something without a request: also not holding it idle.
+        Ok(Ok(_)) => Some(start.elapsed()),
+        Err(_) => None,
+    }
+}
+
+/// One attacker's slot: keeps an idle connection open for `HOLD`, reconnecting (after a
+/// pause) whenever the agent closes it. Returns how many times the agent closed it, and
+/// whether the last connection, held past `HOLD` for `grace`, was closed too.
+async fn idle_slot(addr: String, grace: Duration) -> (usize, bool) {
+    let start = Instant::now();
+    let mut closed = 0;
+    loop {
+        let left = HOLD.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            // The last connection: the agent must close it by itself, too.
+            return (closed, held_until_closed(addr, grace).await.is_some());
+        }
+        if held_until_closed(addr.clone(), left).await.is_some() {
+            closed += 1;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+/// Sends a request head one byte every 500 ms (never finishing in 40 s); returns how
+/// long until the agent closed the connection, or `None`.
+async fn slowloris(addr: String, within: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    let mut s = TcpStream::connect(&addr).await.ok()?;
+    let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+    for b in head.iter().cycle() {
+        if start.elapsed() > within {
+            return None;
+        }
+        if s.write_all(&[*b]).await.is_err() {
+            return Some(start.elapsed());
+        }
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(Duration::from_millis(500), s.read(&mut buf)).await {
+            return Some(start.elapsed());
+        }
+    }
+    None
+}
+
+fn raise_own_limit() {
+    // The test holds 400+ sockets itself.
+    if let Ok((soft, hard)) = rlimit::Resource::NOFILE.get()
+        && soft < hard
+    {
+        let _ = rlimit::Resource::NOFILE.set(hard, hard);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slowloris_connections_under_ulimit_256_cost_no_probe_run() {
+    raise_own_limit();
+    let sim = simulator(Script::default()).await;
+    let dir = temp_dir("hostile");
+    let probes = dir.join("probes.yaml");
+    // Fresh connections every run: each probe needs descriptors of its own.
+    let mut yaml = String::from("agent: {location: hostile}\nprobes:\n");
+    for i in 0..3 {
+        yaml += &format!(
+            "  - name: healthy-{i}\n    kind: openai_chat\n    url: http://{}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n",
+            sim.addr
+        );
+    }
+    std::fs::write(&probes, yaml).unwrap();
+    let mut agent = Daemon::start_with_nofile(256, &probes, &[]);
+    agent.wait_for_log("\"probe\":\"healthy-2\"", Duration::from_secs(15));
+    let before = agent.metrics();
+
+    let attack_start = Instant::now();
+    let idle: Vec<_> = (0..IDLE)
+        .map(|_| tokio::spawn(idle_slot(agent.addr.clone(), Duration::from_secs(15))))
+        .collect();
+    let slow: Vec<_> = (0..20)
+        .map(|_| tokio::spawn(slowloris(agent.addr.clone(), HOLD)))
+        .collect();
+    let mut idle_closed = Vec::new();
+    for t in idle {
+        idle_closed.push(t.await.unwrap());
+    }
+    let mut slow_closed = Vec::new();
+    for t in slow {
+        slow_closed.push(t.await.unwrap());
+    }
+    let attack = attack_start.elapsed();
+    // Let the runs of the last seconds finish and be counted.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = agent.metrics();
+
+    let failed = metric_sum(&after, "inferprobe_runs_total", &["result=\"failure\""]);
+    let agent_errors = metric_sum(&after, "inferprobe_agent_errors_total", &[]);
+    let ok = metric_sum(&after, "inferprobe_runs_total", &["result=\"success\""])
+        - metric_sum(&before, "inferprobe_runs_total", &["result=\"success\""]);
+    let logs = agent.all_logs.lock().unwrap().clone();
+    let failures: Vec<_> = logs
+        .iter()
+        .filter(|l| l.contains("\"success\":false") || l.contains("Too many open files"))
+        .collect();
+    let failures = (failures.len(), failures.into_iter().take(3).collect::<Vec<_>>());
+    assert_eq!(
+        failed, 0.0,
+        "healthy probes failed during the attack (failed lines, first ones): {failures:#?}"
+    );
+    assert_eq!(
+        agent_errors, 0.0,
+        "the agent ran out of descriptors: {failures:#?}"
+    );
+    let never = idle_closed.iter().filter(|(n, _)| *n == 0).count();
+    assert_eq!(
+        never, 0,
+        "{never} of {IDLE} idle connections were held {HOLD:?} and never closed"
+    );
+    let open = idle_closed.iter().filter(|(_, last)| !last).count();
+    assert_eq!(
+        open, 0,
+        "{open} of {IDLE} last idle connections were not closed by the agent"
+    );
+    let slow_open = slow_closed.iter().filter(|c| c.is_none()).count();
+    assert_eq!(
+        slow_open, 0,
+        "{slow_open} of 20 slowloris connections were still open after {HOLD:?}"
+    );
+
+    // Three probes at 1 s for the ~40 s of the attack: the probes kept running.
+    assert!(
+        ok >= attack.as_secs_f64(),
+        "only {ok} successful runs in {attack:?} of attack"
+    );
+    // The excess was refused at once and counted; the rest timed out.
+    assert!(
+        metric_sum(&after, "inferprobe_listener_connections_rejected_total", &[]) > 0.0,
+        "{after}"
+    );
+    assert!(
+        metric_sum(
+            &after,
+            "inferprobe_listener_connections_timed_out_total",
+            &["phase=\"header\""]
+        ) > 0.0
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_flood_is_refused_at_the_cap_and_the_port_still_answers() {
+    raise_own_limit();
+    let sim = simulator(Script::default()).await;
+    let dir = temp_dir("flood");
+    let probes = dir.join("probes.yaml");
+    std::fs::write(
+        &probes,
+        format!(
+            "agent: {{location: flood}}\nprobes:\n  - name: healthy\n    kind: openai_chat\n    url: http://{}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n",
+            sim.addr
+        ),
+    )
+    .unwrap();
+    let mut agent = Daemon::start_with_nofile(256, &probes, &["--web.max-connections", "16"]);
+    agent.wait_for_log("\"probe\":\"healthy\"", Duration::from_secs(15));
+    // 16 held connections fill the cap; the next are closed at once, not queued.
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        held.push(TcpStream::connect(&agent.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    let closed = held_until_closed(agent.addr.clone(), Duration::from_secs(5)).await;
+    assert!(closed.is_some(), "a connection over the cap was kept open");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "refused late: {:?}",
+        start.elapsed()
+    );
+    drop(held);
+    // Freed slots serve again (the first tries may still meet a full port).
+    support::wait_until("the port answers", Duration::from_secs(10), || {
+        std::panic::catch_unwind(|| agent.metrics())
+            .is_ok_and(|m| metric_sum(&m, "inferprobe_listener_connections_rejected_total", &[]) >= 1.0)
+    });
+    std::fs::remove_dir_all(&dir).ok();
+}
