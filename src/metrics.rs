@@ -652,6 +652,27 @@ mod tests {
     }
 
     #[test]
+    fn the_agents_own_exhaustion_is_an_agent_series_not_an_endpoint_failure() {
+        let m = Metrics::new("test");
+        m.record(&outcome(None));
+        m.record(&outcome(Some(FailureReason::AgentError)));
+        m.record(&outcome(Some(FailureReason::AgentError)));
+        let text = m.render_text();
+        assert!(!text.contains("result=\"failure\""), "{text}");
+        assert!(!text.contains("agent_error\""), "{text}");
+        assert!(
+            text.contains(r#"inferprobe_agent_errors_total{location="test",probe="chat"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 1"#
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn success_fills_histograms_and_failure_only_counts() {
         let m = Metrics::new("test");
         m.record(&outcome(None));

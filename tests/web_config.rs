@@ -323,3 +323,25 @@ fn a_bad_web_config_file_is_a_positioned_error_and_exit_64() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_response_of_the_port_carries_the_security_headers() {
+    let dir = temp_dir("headers");
+    let sim = simulator(Script::default()).await;
+    let probes = probes_file(&dir, sim.addr);
+    let agent = Daemon::start(&probes, &[]);
+    for path in ["/", "/metrics", "/api/v1/probes", "/healthz", "/no/such/page"] {
+        let (status, head, _) = http_get(&agent.addr, path, None);
+        assert!(status == 200 || status == 404, "{path}: {head}");
+        let head = head.to_ascii_lowercase();
+        for want in [
+            "x-content-type-options: nosniff",
+            "x-frame-options: deny",
+            "content-security-policy: default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'",
+            "referrer-policy: no-referrer",
+        ] {
+            assert!(head.contains(want), "{path}: {want:?} missing in\n{head}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -7,10 +7,11 @@
 //!
 //! - at most [`ListenerLimits::max_connections`] connections are open; one more is
 //!   accepted and closed at once (counted), so the kernel's backlog does not fill either;
-//! - a connection must deliver a complete request head (TLS handshake included) within
-//!   `header_read_timeout` of being accepted or of its previous response, else it is
-//!   closed: silent connections and slowloris;
-//! - a kept-alive connection with no request for `idle_timeout` is closed;
+//! - a new connection must deliver a complete request head (TLS handshake included)
+//!   within `header_read_timeout`, else it is closed: silent connections and slowloris;
+//! - a kept-alive connection may wait `idle_timeout` for the first byte of its next
+//!   request, and then has `header_read_timeout` for the rest of the head (Go's
+//!   `IdleTimeout` and `ReadHeaderTimeout`);
 //! - a failed accept (EMFILE) backs off instead of spinning on the listener.
 //!
 //! The default cap follows the process's descriptor limit (see
@@ -18,8 +19,10 @@
 //! [`raise_descriptor_limit`].
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -28,6 +31,7 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -42,9 +46,9 @@ use crate::metrics::Metrics;
 pub struct ListenerLimits {
     /// Connections open at once; more are closed at once.
     pub max_connections: usize,
-    /// From accept (or the previous response) to a complete request head.
+    /// From accept, or from the first byte of a later request, to a complete request head.
     pub header_read_timeout: Duration,
-    /// A kept-alive connection with no request in flight for this long is closed.
+    /// How long a kept-alive connection may wait for the first byte of its next request.
     pub idle_timeout: Duration,
 }
 
@@ -90,6 +94,85 @@ struct Activity {
     started: AtomicU64,
     /// When the connection last became idle, in ms since it was accepted.
     idle_since_ms: AtomicU64,
+    /// When the first byte of the request head now arriving came, in ms since accept;
+    /// `NO_HEAD` while no head is arriving.
+    head_since_ms: AtomicU64,
+}
+
+const NO_HEAD: u64 = u64::MAX;
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            head_since_ms: AtomicU64::new(NO_HEAD),
+            ..Activity::default()
+        }
+    }
+
+    /// Bytes arrived while no request was being answered: a head has begun.
+    fn note_read(&self, opened: Instant) {
+        if self.in_flight.load(Ordering::Acquire) == 0 {
+            let _ = self.head_since_ms.compare_exchange(
+                NO_HEAD,
+                ms_since(opened),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
+
+fn ms_since(opened: Instant) -> u64 {
+    u64::try_from(opened.elapsed().as_millis()).unwrap_or(NO_HEAD - 1)
+}
+
+/// The connection's stream, noting when request bytes arrive (for the watchdog).
+struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
+    opened: Instant,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.activity.note_read(this.opened);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 /// Ends a request's count when its response is ready (or its handler panics).
@@ -100,8 +183,9 @@ struct InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.activity.idle_since_ms.store(ms, Ordering::Relaxed);
+        self.activity
+            .idle_since_ms
+            .store(ms_since(self.opened), Ordering::Relaxed);
         self.activity.in_flight.fetch_sub(1, Ordering::Release);
     }
 }
@@ -211,16 +295,22 @@ async fn serve_connection(stream: tokio::net::TcpStream, shared: &Arc<Shared>, s
 
 async fn serve_http<S>(io: S, shared: &Arc<Shared>, opened: Instant, shutdown: CancellationToken)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = shared.limits;
-    let activity = Arc::new(Activity::default());
+    let activity = Arc::new(Activity::new());
+    let io = Watched {
+        inner: io,
+        activity: activity.clone(),
+        opened,
+    };
     let service = {
         let shared = shared.clone();
         let activity = activity.clone();
         hyper::service::service_fn(move |request: Request<Incoming>| {
             activity.in_flight.fetch_add(1, Ordering::Acquire);
             activity.started.fetch_add(1, Ordering::Relaxed);
+            activity.head_since_ms.store(NO_HEAD, Ordering::Relaxed);
             let guard = InFlight {
                 activity: activity.clone(),
                 opened,
@@ -233,9 +323,11 @@ where
             }
         })
     };
+    // hyper's own header timeout would also cut idle keep-alive waits short; the
+    // watchdog keeps both clocks.
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
+        .header_read_timeout(None)
         .serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     let watchdog = watchdog(&activity, opened, limits);
@@ -257,25 +349,30 @@ where
 }
 
 /// Resolves when the connection has waited too long for a request: `header_read_timeout`
-/// for its first one, `idle_timeout` between requests. A request being answered pauses it.
+/// from accept or from a head's first byte, `idle_timeout` for that first byte between
+/// requests. A request being answered pauses it.
 async fn watchdog(activity: &Activity, opened: Instant, limits: ListenerLimits) -> Expired {
+    let at = |ms: u64| opened + Duration::from_millis(ms);
     loop {
-        let waiting_since = opened + Duration::from_millis(activity.idle_since_ms.load(Ordering::Relaxed));
-        let (limit, why) = if activity.started.load(Ordering::Relaxed) == 0 {
-            (limits.header_read_timeout, Expired::Header)
+        let head = activity.head_since_ms.load(Ordering::Relaxed);
+        let (from, limit, why) = if head != NO_HEAD {
+            (at(head), limits.header_read_timeout, Expired::Header)
+        } else if activity.started.load(Ordering::Relaxed) == 0 {
+            (opened, limits.header_read_timeout, Expired::Header)
         } else {
-            (limits.idle_timeout, Expired::Idle)
+            (
+                at(activity.idle_since_ms.load(Ordering::Relaxed)),
+                limits.idle_timeout,
+                Expired::Idle,
+            )
         };
-        let deadline = waiting_since + limit;
+        let deadline = from + limit;
         if activity.in_flight.load(Ordering::Acquire) == 0 && Instant::now() >= deadline {
             return why;
         }
-        // Re-check at the deadline, or soon if a request is in flight.
-        let next = if activity.in_flight.load(Ordering::Acquire) > 0 {
-            Instant::now() + limit.min(Duration::from_secs(1))
-        } else {
-            deadline
-        };
+        // Re-check at the deadline, and at least every second: a head may begin, or a
+        // request end, meanwhile.
+        let next = deadline.min(Instant::now() + Duration::from_secs(1));
         tokio::time::sleep_until(next).await;
     }
 }
