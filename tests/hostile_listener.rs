@@ -74,6 +74,18 @@ async fn slowloris(addr: String, within: Duration) -> Option<Duration> {
     None
 }
 
+/// `/metrics`, or `None` while the port refuses (full, or out of descriptors).
+fn try_metrics(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_owned())
+}
+
 fn raise_own_limit() {
     // The test holds 400+ sockets itself.
     if let Ok((soft, hard)) = rlimit::Resource::NOFILE.get()
@@ -209,8 +221,103 @@ async fn a_connection_flood_is_refused_at_the_cap_and_the_port_still_answers() {
     drop(held);
     // Freed slots serve again (the first tries may still meet a full port).
     support::wait_until("the port answers", Duration::from_secs(10), || {
-        std::panic::catch_unwind(|| agent.metrics())
-            .is_ok_and(|m| metric_sum(&m, "inferprobe_listener_connections_rejected_total", &[]) >= 1.0)
+        try_metrics(&agent.addr)
+            .is_some_and(|m| metric_sum(&m, "inferprobe_listener_connections_rejected_total", &[]) >= 1.0)
     });
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// CPU seconds (user + system) the process has used, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let rest = stat.rsplit_once(") ").unwrap().1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_out_of_descriptors_is_the_agents_error_and_the_accept_loop_does_not_spin() {
+    raise_own_limit();
+    let sim = simulator(Script::default()).await;
+    let dir = temp_dir("exhausted");
+    let probes = dir.join("probes.yaml");
+    std::fs::write(
+        &probes,
+        format!(
+            "agent: {{location: exhausted}}\nprobes:\n  - name: healthy\n    kind: openai_chat\n    url: http://{}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n",
+            sim.addr
+        ),
+    )
+    .unwrap();
+    // An operator's cap far above what 256 descriptors allow: the agent does run out.
+    let mut agent = Daemon::start_with_nofile(
+        256,
+        &probes,
+        &[
+            "--web.max-connections",
+            "1000",
+            "--web.header-read-timeout",
+            "60s",
+        ],
+    );
+    agent.wait_for_log("\"probe\":\"healthy\"", Duration::from_secs(15));
+    let pid = agent.child.id();
+    // 300: more than the ~220 descriptors left, fewer than that plus the kernel's
+    // backlog (somaxconn may be 128), so every connect completes at once.
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        held.push(TcpStream::connect(&agent.addr).await.unwrap());
+    }
+    let cpu_before = cpu_seconds(pid);
+    let exhausted = Duration::from_secs(12);
+    tokio::time::sleep(exhausted).await;
+    let cpu = cpu_seconds(pid) - cpu_before;
+    drop(held);
+    let released = Instant::now();
+    support::wait_until("the port answers again", Duration::from_secs(20), || {
+        try_metrics(&agent.addr).is_some()
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = agent.metrics();
+    let (_, _, alerts) = support::http_get(&agent.addr, "/api/v1/alerts", None);
+    eprintln!(
+        "out of descriptors for {exhausted:?}: {cpu:.2} s of CPU, {} accept errors, {} runs the agent's own error; answered again {:?} after the connections were released",
+        metric_sum(&m, "inferprobe_listener_accept_errors_total", &[]),
+        metric_sum(&m, "inferprobe_agent_errors_total", &[]),
+        released.elapsed()
+    );
+
+    assert!(
+        metric_sum(&m, "inferprobe_listener_accept_errors_total", &[]) > 0.0,
+        "the agent never ran out: {m}"
+    );
+    // A spinning accept loop would burn a whole core for the whole time.
+    assert!(
+        cpu < exhausted.as_secs_f64() / 2.0,
+        "{cpu:.1} s of CPU in {exhausted:?} out of descriptors"
+    );
+    assert!(
+        metric_sum(&m, "inferprobe_agent_errors_total", &["probe=\"healthy\""]) >= 3.0,
+        "the runs the agent could not make are its own errors: {m}"
+    );
+    assert_eq!(
+        metric_sum(&m, "inferprobe_runs_total", &["result=\"failure\""]),
+        0.0,
+        "counted against the endpoint: {m}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&alerts).unwrap();
+    assert_eq!(
+        v["alerts"],
+        serde_json::json!([]),
+        "paged about a healthy endpoint: {alerts}"
+    );
+    let logs = agent.all_logs.lock().unwrap().clone();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("\"reason\":\"agent_error\"") && l.contains("not the endpoint's fault")),
+        "the log says whose fault it was"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
