@@ -321,3 +321,64 @@ async fn running_out_of_descriptors_is_the_agents_error_and_the_accept_loop_does
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_alive_connections_get_the_idle_timeout_and_a_late_head_the_header_timeout() {
+    let sim = simulator(Script::default()).await;
+    let dir = temp_dir("keepalive");
+    let probes = dir.join("probes.yaml");
+    std::fs::write(
+        &probes,
+        format!(
+            "agent: {{location: ka}}\nprobes:\n  - name: healthy\n    kind: openai_chat\n    url: http://{}/v1/chat/completions\n    model: sim-model\n    interval: 5s\n",
+            sim.addr
+        ),
+    )
+    .unwrap();
+    let agent = Daemon::start(
+        &probes,
+        &["--web.idle-timeout", "4s", "--web.header-read-timeout", "2s"],
+    );
+    async fn one_request(addr: &str) -> TcpStream {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(
+            buf[..n].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        s
+    }
+    async fn until_closed(s: &mut TcpStream) -> Duration {
+        let start = Instant::now();
+        let mut buf = [0u8; 64];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => return start.elapsed(),
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("not closed within 30 s"),
+            }
+        }
+    }
+    // Idle after a response: the idle timeout, not the (shorter) header timeout.
+    let mut idle = one_request(&agent.addr).await;
+    let waited = until_closed(&mut idle).await;
+    assert!(
+        waited >= Duration::from_millis(3800) && waited < Duration::from_secs(8),
+        "idle keep-alive closed after {waited:?}, want the 4 s idle timeout"
+    );
+    // A second head that starts but never ends: the header timeout from its first byte.
+    let mut late = one_request(&agent.addr).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    late.write_all(b"GET /he").await.unwrap();
+    let waited = until_closed(&mut late).await;
+    assert!(
+        waited >= Duration::from_millis(1800) && waited < Duration::from_millis(3500),
+        "a started head was closed after {waited:?}, want the 2 s header timeout"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
