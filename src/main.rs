@@ -20,7 +20,7 @@ use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
 use inferprobe::report::{self, Report};
 use inferprobe::schedule::Shard;
-use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, raise_descriptor_limit};
+use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
 use inferprobe::simulate::{self, Script};
 use inferprobe::{Agent, AgentError, AgentSettings, build_probes};
 
@@ -243,7 +243,7 @@ impl PortArgs {
         );
         Ok(PortSettings {
             limits,
-            web: std::sync::Arc::new(web),
+            web: WebHandle::new(web),
         })
     }
 }
@@ -399,6 +399,7 @@ async fn run(
     data_dir: Option<PathBuf>,
     port: PortArgs,
 ) -> ExitCode {
+    let web_file = port.web_config_file.clone();
     let port = match port.settings() {
         Ok(p) => p,
         Err(code) => return code,
@@ -435,6 +436,7 @@ async fn run(
     let data_dir = data_dir
         .or_else(|| config.agent.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
+    let web = port.web.clone();
     let settings = AgentSettings {
         location: location.clone(),
         data_dir: data_dir.clone(),
@@ -467,7 +469,12 @@ async fn run(
     };
     loop {
         tokio::select! {
-            _ = hup.recv() => reload(&mut agent, path, shard),
+            _ = hup.recv() => {
+                reload(&mut agent, path, shard);
+                if let Some(file) = &web_file {
+                    reload_web(&web, file);
+                }
+            }
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
@@ -491,6 +498,23 @@ fn sharded(mut config: Config, shard: Shard) -> Config {
         tracing::info!(shard = %format!("{}/{}", shard.index, shard.count), probes = config.probes.len(), of = all, "This agent runs its shard of the probes.");
     }
     config
+}
+
+/// SIGHUP, with --web.config.file: new certificates, users and headers for connections
+/// accepted from now on; a bad file keeps the running one.
+fn reload_web(web: &WebHandle, file: &Path) {
+    match web.reload(file) {
+        Ok(c) => tracing::info!(
+            tls = c.is_tls(),
+            basic_auth = c.has_basic_auth(),
+            "Web config reloaded."
+        ),
+        Err(errors) => {
+            for e in &errors.0 {
+                tracing::error!(problem = %e, "Web config problem; the running web config stays.");
+            }
+        }
+    }
 }
 
 /// SIGHUP: a bad file keeps the running config.
@@ -794,7 +818,11 @@ async fn demo(
         Ok(p) => p,
         Err(code) => return code,
     };
-    let scheme = if port.web.is_tls() { "https" } else { "http" };
+    let scheme = if port.web.current().is_tls() {
+        "https"
+    } else {
+        "http"
+    };
     let sim_listener = match TcpListener::bind(sim_listen).await {
         Ok(l) => l,
         Err(e) => {

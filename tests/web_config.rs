@@ -345,3 +345,49 @@ async fn every_response_of_the_port_carries_the_security_headers() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_rereads_the_web_config_and_a_bad_one_keeps_the_running_one() {
+    let dir = temp_dir("webreload");
+    let pki = make_pki(&dir);
+    let sim = simulator(Script::default()).await;
+    let probes = probes_file(&dir, sim.addr);
+    let web = dir.join("web.yml");
+    let file_for = |user: &str| {
+        let hash = bcrypt::hash("pw", 4).unwrap();
+        format!(
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\nbasic_auth_users:\n  {user}: '{hash}'\n"
+        )
+    };
+    std::fs::write(&web, file_for("alice")).unwrap();
+    let mut agent = Daemon::start(&probes, &["--web.config.file", web.to_str().unwrap()]);
+    let addr = agent.addr.clone();
+    let status = |user: &'static str| {
+        let addr = addr.clone();
+        let pki = &pki;
+        async move {
+            tls_get(&addr, "/healthz", pki, Some((user, "pw")), false)
+                .await
+                .unwrap()
+                .0
+        }
+    };
+    assert_eq!(status("alice").await, 200);
+    assert_eq!(status("bob").await, 401);
+
+    std::fs::write(&web, file_for("bob")).unwrap();
+    agent.signal("HUP");
+    agent.wait_for_log("Web config reloaded.", Duration::from_secs(10));
+    assert_eq!(status("bob").await, 200);
+    assert_eq!(status("alice").await, 401);
+
+    std::fs::write(&web, "basic_auth_users:\n  carol: plaintext\n").unwrap();
+    agent.signal("HUP");
+    let line = agent.wait_for_log("Web config problem", Duration::from_secs(10));
+    assert!(
+        line.contains("basic_auth_users.carol: not a bcrypt hash"),
+        "{line}"
+    );
+    assert_eq!(status("bob").await, 200, "the running web config stays");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::webconfig::WebConfig;
+use super::webconfig::{WebConfig, WebHandle};
 use crate::metrics::Metrics;
 
 /// Limits of the agent's own port.
@@ -193,7 +193,7 @@ impl Drop for InFlight {
 /// What every connection shares.
 struct Shared {
     app: TowerToHyperService<Router>,
-    web: Arc<WebConfig>,
+    web: WebHandle,
     limits: ListenerLimits,
     metrics: Arc<Metrics>,
     open: AtomicUsize,
@@ -204,7 +204,7 @@ struct Shared {
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    web: Arc<WebConfig>,
+    web: WebHandle,
     limits: ListenerLimits,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -276,8 +276,10 @@ enum Expired {
 async fn serve_connection(stream: tokio::net::TcpStream, shared: &Arc<Shared>, shutdown: CancellationToken) {
     let opened = Instant::now();
     let limits = shared.limits;
-    match shared.web.tls_acceptor() {
-        None => serve_http(stream, shared, opened, shutdown).await,
+    // A reload applies to connections accepted after it.
+    let web = shared.web.current();
+    match web.tls_acceptor() {
+        None => serve_http(stream, shared, web.clone(), opened, shutdown).await,
         Some(acceptor) => {
             let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
             let tls = tokio::select! {
@@ -285,7 +287,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, shared: &Arc<Shared>, s
                 h = handshake => h,
             };
             match tls {
-                Ok(Ok(tls)) => serve_http(tls, shared, opened, shutdown).await,
+                Ok(Ok(tls)) => serve_http(tls, shared, web.clone(), opened, shutdown).await,
                 Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake on the agent's port failed."),
                 Err(_) => shared.metrics.listener_timed_out("header"),
             }
@@ -293,8 +295,13 @@ async fn serve_connection(stream: tokio::net::TcpStream, shared: &Arc<Shared>, s
     }
 }
 
-async fn serve_http<S>(io: S, shared: &Arc<Shared>, opened: Instant, shutdown: CancellationToken)
-where
+async fn serve_http<S>(
+    io: S,
+    shared: &Arc<Shared>,
+    web: Arc<WebConfig>,
+    opened: Instant,
+    shutdown: CancellationToken,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = shared.limits;
@@ -316,8 +323,9 @@ where
                 opened,
             };
             let shared = shared.clone();
+            let web = web.clone();
             async move {
-                let response = respond(&shared, request).await;
+                let response = respond(&shared, &web, request).await;
                 drop(guard);
                 Ok::<_, Infallible>(response)
             }
@@ -378,8 +386,8 @@ async fn watchdog(activity: &Activity, opened: Instant, limits: ListenerLimits) 
 }
 
 /// Authentication, then the app, then the headers every response carries.
-async fn respond(shared: &Shared, request: Request<Incoming>) -> Response<Body> {
-    let mut response = match shared.web.authorize(&request).await {
+async fn respond(shared: &Shared, web: &WebConfig, request: Request<Incoming>) -> Response<Body> {
+    let mut response = match web.authorize(&request).await {
         super::webconfig::Access::Granted => {
             match hyper::service::Service::call(&shared.app, request).await {
                 Ok(r) => r,
@@ -398,7 +406,7 @@ async fn respond(shared: &Shared, request: Request<Incoming>) -> Response<Body> 
             r
         }
     };
-    shared.web.add_headers(response.headers_mut());
+    web.add_headers(response.headers_mut());
     response
 }
 

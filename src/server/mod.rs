@@ -22,7 +22,7 @@ mod page;
 pub mod webconfig;
 
 pub use listener::{ListenerLimits, raise_descriptor_limit};
-pub use webconfig::WebConfig;
+pub use webconfig::{WebConfig, WebHandle};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,7 +82,8 @@ const RESULTS_LIMIT: (usize, usize) = (100, 1000);
 #[derive(Debug, Clone)]
 pub struct PortSettings {
     pub limits: ListenerLimits,
-    pub web: Arc<WebConfig>,
+    /// Replaced on SIGHUP when a web config file is given.
+    pub web: WebHandle,
 }
 
 impl Default for PortSettings {
@@ -91,7 +92,7 @@ impl Default for PortSettings {
         let nofile = rlimit::Resource::NOFILE.get().map_or(1024, |(soft, _)| soft);
         PortSettings {
             limits: ListenerLimits::for_descriptor_limit(nofile),
-            web: Arc::default(),
+            web: WebHandle::default(),
         }
     }
 }

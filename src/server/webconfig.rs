@@ -8,13 +8,14 @@
 //! policy that uses it is an error; only five headers may be set, two of them from a
 //! fixed list of values. What rustls cannot honour (TLS 1.0/1.1, Go cipher suite and
 //! curve names) and what we do not implement (`client_allowed_sans`, `rate_limit`) is
-//! refused with a positioned error rather than silently ignored. The file is read once
-//! at start: a change needs a restart (exporter-toolkit re-reads it per request).
+//! refused with a positioned error rather than silently ignored. The file is read at
+//! start and again on SIGHUP (new certificates, users, headers; a bad file keeps the
+//! running one); exporter-toolkit re-reads it per request instead.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use base64::Engine as _;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -179,6 +180,34 @@ impl std::fmt::Debug for WebConfig {
             )
             .field("headers", &self.headers)
             .finish()
+    }
+}
+
+/// The web config in force, replaced whole by a reload; each connection takes the one in
+/// force when it is accepted.
+#[derive(Clone, Default)]
+pub struct WebHandle(Arc<RwLock<Arc<WebConfig>>>);
+
+impl WebHandle {
+    pub fn new(config: WebConfig) -> Self {
+        WebHandle(Arc::new(RwLock::new(Arc::new(config))))
+    }
+
+    pub fn current(&self) -> Arc<WebConfig> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Re-reads `path`; a bad file changes nothing and says why.
+    pub fn reload(&self, path: &Path) -> Result<Arc<WebConfig>, ConfigErrors> {
+        let fresh = Arc::new(WebConfig::load(path)?);
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
+        Ok(fresh)
+    }
+}
+
+impl std::fmt::Debug for WebHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.current().fmt(f)
     }
 }
 
