@@ -72,6 +72,11 @@ impl NetError {
     }
 }
 
+/// Whether this process cannot open one more file right now.
+fn out_of_descriptors_now() -> bool {
+    std::fs::File::open("/dev/null").is_err_and(|e| is_agent_exhaustion(&e))
+}
+
 /// Whether an I/O error is the agent's own exhaustion (no descriptor left in the process
 /// or the system, no memory or buffers) rather than anything the endpoint did.
 pub fn is_agent_exhaustion(e: &std::io::Error) -> bool {
@@ -436,7 +441,9 @@ impl HttpClient {
         let addrs: Vec<_> = tokio::net::lookup_host((self.host.as_str(), self.port))
             .await
             .map_err(|e| {
-                if is_agent_exhaustion(&e) {
+                // getaddrinfo often reports its own lack of descriptors as a resolver
+                // failure (the errno is lost): ask the process itself.
+                if is_agent_exhaustion(&e) || out_of_descriptors_now() {
                     NetError::Agent {
                         what: "resolve the host",
                         message: e.to_string(),

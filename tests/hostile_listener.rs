@@ -281,8 +281,10 @@ async fn running_out_of_descriptors_is_the_agents_error_and_the_accept_loop_does
     std::fs::write(
         &probes,
         format!(
-            "agent: {{location: exhausted}}\nprobes:\n  - name: healthy\n    kind: openai_chat\n    url: http://{}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n",
-            sim.addr
+            // By name too: a resolver out of descriptors must not read as `dns`.
+            "agent: {{location: exhausted}}\nprobes:\n  - name: healthy\n    kind: openai_chat\n    url: http://{}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n  - name: by-name\n    kind: openai_chat\n    url: http://localhost:{}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n",
+            sim.addr,
+            sim.addr.port()
         ),
     )
     .unwrap();
@@ -334,7 +336,8 @@ async fn running_out_of_descriptors_is_the_agents_error_and_the_accept_loop_does
         "{cpu:.1} s of CPU in {exhausted:?} out of descriptors"
     );
     assert!(
-        metric_sum(&m, "inferprobe_agent_errors_total", &["probe=\"healthy\""]) >= 3.0,
+        metric_sum(&m, "inferprobe_agent_errors_total", &["probe=\"healthy\""]) >= 3.0
+            && metric_sum(&m, "inferprobe_agent_errors_total", &["probe=\"by-name\""]) >= 3.0,
         "the runs the agent could not make are its own errors: {m}"
     );
     assert_eq!(
