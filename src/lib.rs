@@ -684,12 +684,13 @@ async fn fan_out(
                     .observation
                     .failure()
                     .is_none_or(|f| f.reason.blames_endpoint());
-                if is_current && !blames_endpoint {
-                    // Like a skipped tick: the agent's own trouble (counted on its health
-                    // series), not an endpoint run for the history, the API or paging.
+                if is_current {
                     metrics.record(&outcome);
-                } else if is_current {
-                    metrics.record(&outcome);
+                }
+                // The agent's own trouble (`agent_error`) is, like a skipped tick, counted
+                // on its health series only: not an endpoint run for the history, the API
+                // or paging.
+                if is_current && blames_endpoint {
                     latest.record(&outcome);
                     history.record(RunRecord::from_outcome(&outcome));
                     let stats = history.stats();

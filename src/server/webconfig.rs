@@ -285,7 +285,12 @@ impl WebConfig {
         } && known.is_some();
         let mut cache = auth.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= AUTH_CACHE_ENTRIES {
-            cache.clear();
+            // A flood of wrong passwords must not evict the scraper's good verdict (it
+            // would then queue behind the flood's bcrypts): wrong ones go first.
+            cache.retain(|_, granted| *granted);
+            if cache.len() >= AUTH_CACHE_ENTRIES {
+                cache.clear();
+            }
         }
         cache.insert(key, ok);
         if ok { Access::Granted } else { Access::Denied }
@@ -956,5 +961,19 @@ mod tests {
             Access::Granted
         );
         assert!(!format!("{c:?}").contains(&hash), "the hash stays out of Debug");
+        // A flood of wrong passwords fills the cache; the good verdict stays in it.
+        for i in 0..AUTH_CACHE_ENTRIES {
+            let guess = format!("alice:guess-{i}");
+            assert_eq!(
+                c.authorize(&request("/metrics", Some(&guess))).await,
+                Access::Denied
+            );
+        }
+        let cache = auth.cache.lock().unwrap();
+        assert!(cache.len() < AUTH_CACHE_ENTRIES, "{}", cache.len());
+        assert!(
+            cache.values().any(|granted| *granted),
+            "the good verdict was evicted"
+        );
     }
 }
