@@ -304,6 +304,31 @@ impl WebConfig {
     }
 }
 
+/// serde quotes the offending value ("invalid type: string \"...\""): in this file it may
+/// be a password or a key, so it is left out.
+fn hide_values(message: &str) -> String {
+    let Some(at) = ["invalid type", "invalid value"]
+        .iter()
+        .filter_map(|w| message.find(w))
+        .min()
+    else {
+        return message.to_owned();
+    };
+    let mut out = message[..at].to_owned();
+    let mut quoted = false;
+    for c in message[at..].chars() {
+        if c == '"' {
+            if !quoted {
+                out.push_str("\"…\"");
+            }
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `Authorization: Basic base64(user:password)`.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
@@ -369,7 +394,13 @@ impl Checker {
                 if let Some(i) = message.find(" at line ") {
                     message.truncate(i);
                 }
-                let message = message
+                // serde_norway starts with the path of the mapping at fault, which we
+                // print as the key.
+                let message = match message.split_once(": ") {
+                    Some((head, rest)) if !head.contains(' ') && path.starts_with(head) => rest.to_owned(),
+                    _ => message,
+                };
+                let message = hide_values(&message)
                     .replace("unknown field", "unknown key")
                     .replace("missing field", "missing key");
                 self.errors.push(ConfigError {
@@ -455,9 +486,10 @@ impl Checker {
             }
             match hash.parse::<bcrypt::HashParts>() {
                 Ok(parts) => costs.push(parts.get_cost()),
-                Err(e) => self.error(
+                // Not the value: it may be a password written where its hash belongs.
+                Err(_) => self.error(
                     &key,
-                    format!("not a bcrypt hash ({e}); make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"),
+                    "not a bcrypt hash; make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
                 ),
             }
         }
@@ -815,7 +847,10 @@ mod tests {
         let e = errors("tls_server_config:\n  cert_file: a.pem\n  ciphers: [x]\n");
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(e[0].starts_with("/nonexistent/web.yml:3:3: "), "{e:?}");
-        assert!(e[0].contains("unknown key `ciphers`"), "{e:?}");
+        assert!(
+            e[0].contains("tls_server_config.ciphers: unknown key `ciphers`, expected one of"),
+            "{e:?}"
+        );
 
         let e = errors(
             "tls_server_config:\n  cert_file: a.pem\n  key_file: a.key\n  client_auth_type: Sometimes\n  min_version: TLS10\n  cipher_suites: [TLS_AES_128_GCM_SHA256]\nbasic_auth_users:\n  bob: plaintext\nrate_limit: {burst: 1}\n",
@@ -833,6 +868,19 @@ mod tests {
             assert!(e.iter().any(|e| e.contains(w)), "{w:?} not in {e:#?}");
         }
         assert_eq!(e.len(), want.len(), "{e:#?}");
+    }
+
+    #[test]
+    fn no_error_repeats_a_value_that_may_be_a_secret() {
+        for text in [
+            "basic_auth_users:\n  alice: hunter2-plaintext\n",
+            "basic_auth_users: hunter2-plaintext\n",
+            "tls_server_config:\n  key: [hunter2-plaintext]\n",
+        ] {
+            let e = errors(text);
+            assert!(!e.is_empty(), "{text}");
+            assert!(!e.iter().any(|e| e.contains("hunter2")), "{e:?}");
+        }
     }
 
     #[test]
