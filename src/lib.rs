@@ -171,11 +171,15 @@ impl Agent {
         let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
         let reader = Arc::new(HistoryReader::open(store.path())?);
         let settle_ms = Arc::new(AtomicU64::new(0));
-        let api_base = config
-            .agent
-            .external_url
-            .clone()
-            .unwrap_or_else(|| default_api_base(listener.local_addr().ok()));
+        let api_base = config.agent.external_url.clone().unwrap_or_else(|| {
+            let base = default_api_base(listener.local_addr().ok());
+            // Links in pages must use the scheme the port speaks.
+            if port.web.current().is_tls() {
+                base.replacen("http://", "https://", 1)
+            } else {
+                base
+            }
+        });
         // The host's own name and port, not external_url: shards behind one URL must
         // still push apart.
         let instance = default_api_base(listener.local_addr().ok()).replace("http://", "");

@@ -121,7 +121,7 @@ fn probes_file(dir: &Path, sim: std::net::SocketAddr) -> std::path::PathBuf {
     std::fs::write(
         &probes,
         format!(
-            "agent: {{location: secured}}\nprobes:\n  - name: chat\n    kind: openai_chat\n    url: http://{sim}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n"
+            "agent: {{location: secured}}\nprobes:\n  - name: chat\n    kind: openai_chat\n    url: http://{sim}/v1/chat/completions?ttft=5ms&tokens=4\n    model: sim-model\n    interval: 1s\n  - name: down\n    kind: openai_chat\n    url: http://{sim}/v1/chat/completions?fault=http-500\n    model: sim-model\n    interval: 1s\n    alert: {{failure_threshold: 2}}\n"
         ),
     )
     .unwrap();
@@ -188,6 +188,28 @@ async fn tls_and_basic_auth_let_only_the_right_scraper_in() {
         "{raw}"
     );
     assert!(lower.contains("x-frame-options: deny"));
+    // Links in pages use the scheme the port speaks.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let alerts = loop {
+        let raw = tls_get(
+            &addr,
+            "/api/v1/alerts",
+            &pki,
+            Some(("prometheus", "s3cret scrape")),
+            false,
+        )
+        .await
+        .map(|(_, raw)| raw)
+        .unwrap_or_default();
+        if raw.contains("\"probe\":\"down\"") || std::time::Instant::now() > deadline {
+            break raw;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(
+        alerts.contains(&format!("Details: https://{addr}/api/v1/probes/down")),
+        "{alerts}"
+    );
     // Plain HTTP on the TLS port gets no metrics.
     let plain = std::panic::catch_unwind(|| http_get(&addr, "/metrics", None));
     assert!(plain.is_err() || plain.as_ref().unwrap().0 != 200, "{plain:?}");
