@@ -129,6 +129,9 @@ enum Command {
     Check {
         #[arg(short, long, default_value = "probes.yaml")]
         config: PathBuf,
+        /// Also check this web config file (as `run --web.config.file` reads it).
+        #[arg(long = "web.config.file")]
+        web_config_file: Option<PathBuf>,
     },
     /// Run each probe once now, concurrently, and print the results.
     Once {
@@ -276,7 +279,16 @@ fn main() -> ExitCode {
                 severity,
                 resolve,
             } => test_alert(&config, &receiver, location, severity.into(), resolve).await,
-            Command::Check { config } => check(&config),
+            Command::Check {
+                config,
+                web_config_file,
+            } => {
+                let code = check(&config);
+                match web_config_file {
+                    Some(web) if !check_web(&web) => ExitCode::from(EXIT_BAD_CONFIG),
+                    _ => code,
+                }
+            }
             Command::Once {
                 config,
                 probe,
@@ -348,6 +360,28 @@ fn check(path: &Path) -> ExitCode {
             }
             println!("{}: {} problem(s)", path.display(), errors.0.len());
             ExitCode::from(EXIT_BAD_CONFIG)
+        }
+    }
+}
+
+/// `check --web.config.file`: every problem, or ok; whether it is ok.
+fn check_web(path: &Path) -> bool {
+    match WebConfig::load(path) {
+        Ok(web) => {
+            println!(
+                "{}: ok, {}{}",
+                path.display(),
+                if web.is_tls() { "TLS" } else { "plain HTTP" },
+                if web.has_basic_auth() { ", basic auth" } else { "" }
+            );
+            true
+        }
+        Err(errors) => {
+            for e in &errors.0 {
+                println!("{e}");
+            }
+            println!("{}: {} problem(s)", path.display(), errors.0.len());
+            false
         }
     }
 }

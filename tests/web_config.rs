@@ -343,7 +343,21 @@ fn a_bad_web_config_file_is_a_positioned_error_and_exit_64() {
         stderr.contains("server.pem"),
         "the unreadable cert file is named: {stderr}"
     );
-    std::fs::remove_dir_all(&dir).ok();
+    // `check` says the same, before any restart or SIGHUP.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["check", "-c"])
+        .arg(&probes)
+        .arg("--web.config.file")
+        .arg(&web)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(64), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{file}:6:10: basic_auth_users.alice: not a bcrypt hash")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("{file}: 4 problem(s)")), "{stdout}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
