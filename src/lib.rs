@@ -123,6 +123,8 @@ pub struct AgentSettings {
     pub location: String,
     /// Where the store lives.
     pub data_dir: PathBuf,
+    /// The agent's own port: connection limits, TLS, basic auth.
+    pub port: server::PortSettings,
 }
 
 /// The running daemon.
@@ -157,7 +159,11 @@ impl Agent {
         settings: AgentSettings,
         listener: TcpListener,
     ) -> Result<Agent, AgentError> {
-        let AgentSettings { location, data_dir } = settings;
+        let AgentSettings {
+            location,
+            data_dir,
+            port,
+        } = settings;
         let metrics = Arc::new(Metrics::new(&location));
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
@@ -165,11 +171,15 @@ impl Agent {
         let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
         let reader = Arc::new(HistoryReader::open(store.path())?);
         let settle_ms = Arc::new(AtomicU64::new(0));
-        let api_base = config
-            .agent
-            .external_url
-            .clone()
-            .unwrap_or_else(|| default_api_base(listener.local_addr().ok()));
+        let api_base = config.agent.external_url.clone().unwrap_or_else(|| {
+            let base = default_api_base(listener.local_addr().ok());
+            // Links in pages must use the scheme the port speaks.
+            if port.web.current().is_tls() {
+                base.replacen("http://", "https://", 1)
+            } else {
+                base
+            }
+        });
         // The host's own name and port, not external_url: shards behind one URL must
         // still push apart.
         let instance = default_api_base(listener.local_addr().ok()).replace("http://", "");
@@ -198,6 +208,7 @@ impl Agent {
                 started_at: SystemTime::now(),
                 board: Arc::default(),
             },
+            port,
             server_shutdown.clone(),
         ));
         let mut agent = Agent {
@@ -800,8 +811,17 @@ async fn fan_out(
                     .expect("current lock")
                     .get(&outcome.probe.name)
                     .is_some_and(|id| Arc::ptr_eq(id, &outcome.probe));
+                let blames_endpoint = outcome
+                    .observation
+                    .failure()
+                    .is_none_or(|f| f.reason.blames_endpoint());
                 if is_current {
                     metrics.record(&outcome);
+                }
+                // The agent's own trouble (`agent_error`) is, like a skipped tick, counted
+                // on its health series only: not an endpoint run for the history, the API
+                // or paging.
+                if is_current && blames_endpoint {
                     latest.record(&outcome);
                     history.record(RunRecord::from_outcome(&outcome));
                     let stats = history.stats();

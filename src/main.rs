@@ -20,6 +20,7 @@ use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
 use inferprobe::report::{self, Report};
 use inferprobe::schedule::Shard;
+use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
 use inferprobe::simulate::{self, Script};
 use inferprobe::{Agent, AgentError, AgentSettings, build_probes};
 
@@ -104,6 +105,8 @@ enum Command {
         /// else ./inferprobe-data).
         #[arg(long, env = "INFERPROBE_DATA_DIR")]
         data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        port: PortArgs,
     },
     /// Send a clearly marked test page through each receiver and say whether it was
     /// accepted: proof of the paging path after a deploy.
@@ -126,6 +129,9 @@ enum Command {
     Check {
         #[arg(short, long, default_value = "probes.yaml")]
         config: PathBuf,
+        /// Also check this web config file (as `run --web.config.file` reads it).
+        #[arg(long = "web.config.file")]
+        web_config_file: Option<PathBuf>,
     },
     /// Run each probe once now, concurrently, and print the results.
     Once {
@@ -165,7 +171,84 @@ enum Command {
         /// Where the demo keeps its state (default: a fresh temporary directory).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        #[command(flatten)]
+        port: PortArgs,
     },
+}
+
+/// The agent's own port: how it is secured and what it lets clients hold.
+#[derive(clap::Args)]
+struct PortArgs {
+    /// Prometheus exporter web configuration (TLS, client certificates, basic auth,
+    /// headers): the file that secures node_exporter secures this port.
+    #[arg(long = "web.config.file", env = "INFERPROBE_WEB_CONFIG_FILE")]
+    web_config_file: Option<PathBuf>,
+    /// Connections the port keeps open at once; more are closed at once (default: a
+    /// quarter of the open-file limit above 64, at most 1024).
+    #[arg(long = "web.max-connections")]
+    max_connections: Option<usize>,
+    /// Time a connection has to send a complete request head (TLS handshake included)
+    /// [default: 10s].
+    #[arg(long = "web.header-read-timeout", value_parser = humantime::parse_duration)]
+    header_read_timeout: Option<Duration>,
+    /// Time a kept-alive connection may wait for its next request [default: 60s].
+    #[arg(long = "web.idle-timeout", value_parser = humantime::parse_duration)]
+    idle_timeout: Option<Duration>,
+}
+
+impl PortArgs {
+    /// Raises the open-file limit, reads the web config file (a bad one: every problem,
+    /// exit 64) and sizes the limits.
+    fn settings(self) -> Result<PortSettings, ExitCode> {
+        let nofile = raise_descriptor_limit();
+        let mut limits = ListenerLimits::for_descriptor_limit(nofile.unwrap_or(1024));
+        if let Some(n) = self.max_connections {
+            if n == 0 {
+                eprintln!("error: --web.max-connections must be at least 1");
+                return Err(ExitCode::from(EXIT_BAD_CONFIG));
+            }
+            limits.max_connections = n;
+        }
+        for (given, slot, flag) in [
+            (
+                self.header_read_timeout,
+                &mut limits.header_read_timeout,
+                "header-read-timeout",
+            ),
+            (self.idle_timeout, &mut limits.idle_timeout, "idle-timeout"),
+        ] {
+            match given {
+                Some(d) if d.is_zero() => {
+                    eprintln!("error: --web.{flag} must be more than 0");
+                    return Err(ExitCode::from(EXIT_BAD_CONFIG));
+                }
+                Some(d) => *slot = d,
+                None => {}
+            }
+        }
+        let web = match &self.web_config_file {
+            None => WebConfig::default(),
+            Some(path) => WebConfig::load(path).map_err(|errors| {
+                for e in &errors.0 {
+                    eprintln!("{e}");
+                }
+                ExitCode::from(EXIT_BAD_CONFIG)
+            })?,
+        };
+        tracing::info!(
+            open_files = nofile,
+            max_connections = limits.max_connections,
+            header_read_timeout = ?limits.header_read_timeout,
+            idle_timeout = ?limits.idle_timeout,
+            tls = web.is_tls(),
+            basic_auth = web.has_basic_auth(),
+            "The agent's port."
+        );
+        Ok(PortSettings {
+            limits,
+            web: WebHandle::new(web),
+        })
+    }
 }
 
 fn main() -> ExitCode {
@@ -187,7 +270,8 @@ fn main() -> ExitCode {
                 shard,
                 drain_timeout,
                 data_dir,
-            } => run(&config, listen, location, shard, drain_timeout, data_dir).await,
+                port,
+            } => run(&config, listen, location, shard, drain_timeout, data_dir, port).await,
             Command::TestAlert {
                 config,
                 receiver,
@@ -195,7 +279,16 @@ fn main() -> ExitCode {
                 severity,
                 resolve,
             } => test_alert(&config, &receiver, location, severity.into(), resolve).await,
-            Command::Check { config } => check(&config),
+            Command::Check {
+                config,
+                web_config_file,
+            } => {
+                let code = check(&config);
+                match web_config_file {
+                    Some(web) if !check_web(&web) => ExitCode::from(EXIT_BAD_CONFIG),
+                    _ => code,
+                }
+            }
             Command::Once {
                 config,
                 probe,
@@ -208,7 +301,8 @@ fn main() -> ExitCode {
                 listen,
                 sim_listen,
                 data_dir,
-            } => demo(listen, sim_listen, data_dir).await,
+                port,
+            } => demo(listen, sim_listen, data_dir, port).await,
         }
     })
 }
@@ -270,6 +364,28 @@ fn check(path: &Path) -> ExitCode {
     }
 }
 
+/// `check --web.config.file`: every problem, or ok; whether it is ok.
+fn check_web(path: &Path) -> bool {
+    match WebConfig::load(path) {
+        Ok(web) => {
+            println!(
+                "{}: ok, {}{}",
+                path.display(),
+                if web.is_tls() { "TLS" } else { "plain HTTP" },
+                if web.has_basic_auth() { ", basic auth" } else { "" }
+            );
+            true
+        }
+        Err(errors) => {
+            for e in &errors.0 {
+                println!("{e}");
+            }
+            println!("{}: {} problem(s)", path.display(), errors.0.len());
+            false
+        }
+    }
+}
+
 /// For one-off commands: the location if set, else "local".
 fn location_of(flag: Option<String>, config: &Config) -> String {
     flag.or_else(|| config.agent.location.clone())
@@ -315,7 +431,13 @@ async fn run(
     shard: Option<String>,
     drain: Duration,
     data_dir: Option<PathBuf>,
+    port: PortArgs,
 ) -> ExitCode {
+    let web_file = port.web_config_file.clone();
+    let port = match port.settings() {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
     let shard = match shard.map(|s| Shard::parse(&s, hostname)).transpose() {
         Ok(s) => s.unwrap_or(Shard::ALL),
         Err(e) => {
@@ -348,9 +470,11 @@ async fn run(
     let data_dir = data_dir
         .or_else(|| config.agent.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
+    let web = port.web.clone();
     let settings = AgentSettings {
         location: location.clone(),
         data_dir: data_dir.clone(),
+        port,
     };
     let mut agent = match Agent::start(&config, settings, listener) {
         Ok(a) => a,
@@ -379,7 +503,12 @@ async fn run(
     };
     loop {
         tokio::select! {
-            _ = hup.recv() => reload(&mut agent, path, shard),
+            _ = hup.recv() => {
+                reload(&mut agent, path, shard);
+                if let Some(file) = &web_file {
+                    reload_web(&web, file);
+                }
+            }
             _ = term.recv() => break,
             _ = int.recv() => break,
         }
@@ -402,6 +531,23 @@ fn sharded(mut config: Config, shard: Shard) -> Config {
         tracing::info!(shard = %format!("{}/{}", shard.index, shard.count), probes = config.probes.len(), of = all, "This agent runs its shard of the probes.");
     }
     config
+}
+
+/// SIGHUP, with --web.config.file: new certificates, users and headers for connections
+/// accepted from now on; a bad file keeps the running one.
+fn reload_web(web: &WebHandle, file: &Path) {
+    match web.reload(file) {
+        Ok(c) => tracing::info!(
+            tls = c.is_tls(),
+            basic_auth = c.has_basic_auth(),
+            "Web config reloaded."
+        ),
+        Err(errors) => {
+            for e in &errors.0 {
+                tracing::error!(problem = %e, "Web config problem; the running web config stays.");
+            }
+        }
+    }
 }
 
 /// SIGHUP: a bad file keeps the running config.
@@ -695,7 +841,21 @@ async fn simulate_cmd(listen: SocketAddr, script: Script) -> ExitCode {
 /// The demo's probes: healthy, slow and flaky endpoints on the built-in simulator.
 const DEMO_CONFIG: &str = include_str!("demo.yaml");
 
-async fn demo(listen: SocketAddr, sim_listen: SocketAddr, data_dir: Option<PathBuf>) -> ExitCode {
+async fn demo(
+    listen: SocketAddr,
+    sim_listen: SocketAddr,
+    data_dir: Option<PathBuf>,
+    port: PortArgs,
+) -> ExitCode {
+    let port = match port.settings() {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let scheme = if port.web.current().is_tls() {
+        "https"
+    } else {
+        "http"
+    };
     let sim_listener = match TcpListener::bind(sim_listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -726,6 +886,7 @@ async fn demo(listen: SocketAddr, sim_listen: SocketAddr, data_dir: Option<PathB
     let settings = AgentSettings {
         location: "demo".into(),
         data_dir: data_dir.clone(),
+        port,
     };
     let agent = match Agent::start(&config, settings, listener) {
         Ok(a) => a,
@@ -744,12 +905,12 @@ async fn demo(listen: SocketAddr, sim_listen: SocketAddr, data_dir: Option<PathB
         config.probes.len(),
         sim.addr
     ));
-    say(format!("  status page: http://{bound}/"));
-    say(format!("  metrics:     http://{bound}/metrics"));
+    say(format!("  status page: {scheme}://{bound}/"));
+    say(format!("  metrics:     {scheme}://{bound}/metrics"));
     say(format!(
-        "  results:     http://{bound}/api/v1/probes, http://{bound}/api/v1/results"
+        "  results:     {scheme}://{bound}/api/v1/probes, {scheme}://{bound}/api/v1/results"
     ));
-    say(format!("  alerts:      http://{bound}/api/v1/alerts"));
+    say(format!("  alerts:      {scheme}://{bound}/api/v1/alerts"));
     say(format!(
         "  SLO report:  inferprobe report --data-dir {} --since 15m",
         data_dir.display()

@@ -19,7 +19,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::outcome::{Outcome, ProbeIdentity};
+use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
 
 /// A series' labels: the probe's identity (shared, not copied: with 10,000 probes each
 /// copy of the label strings per series would cost megabytes) plus up to three
@@ -163,6 +163,11 @@ pub struct Metrics {
     push_last_success: Family<AgentLabels, FloatGauge>,
     history_dropped: Family<AgentLabels, Counter>,
     history_disk: Family<AgentLabels, Gauge>,
+    agent_errors: Family<AgentLabels, Counter>,
+    connections: Gauge,
+    connections_rejected: Counter,
+    connections_timed_out: Family<AgentLabels, Counter>,
+    accept_errors: Counter,
 }
 
 /// Labels of the agent's own series (paging): receiver names and closed sets only.
@@ -199,6 +204,11 @@ impl Metrics {
             push_last_success: Family::default(),
             history_dropped: Family::default(),
             history_disk: Family::default(),
+            agent_errors: Family::default(),
+            connections: Gauge::default(),
+            connections_rejected: Counter::default(),
+            connections_timed_out: Family::default(),
+            accept_errors: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -344,6 +354,31 @@ impl Metrics {
             m.history_disk.clone(),
         );
         agent.register(
+            "agent_errors",
+            "Runs that failed because the agent itself was out of file descriptors or memory, by probe: not the endpoint's failures, so not in inferprobe_runs_total",
+            m.agent_errors.clone(),
+        );
+        agent.register(
+            "listener_connections",
+            "Connections open on the agent's own port",
+            m.connections.clone(),
+        );
+        agent.register(
+            "listener_connections_rejected",
+            "Connections to the agent's own port closed at once because max_connections were open",
+            m.connections_rejected.clone(),
+        );
+        agent.register(
+            "listener_connections_timed_out",
+            "Connections to the agent's own port closed by the agent, by phase: header (no complete request in time, TLS handshake included) or idle (kept alive with no request)",
+            m.connections_timed_out.clone(),
+        );
+        agent.register(
+            "listener_accept_errors",
+            "Failed accepts on the agent's own port (e.g. out of file descriptors); the listener backs off",
+            m.accept_errors.clone(),
+        );
+        agent.register(
             "build",
             "Build information",
             Info::new(vec![("version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())]),
@@ -362,6 +397,17 @@ impl Metrics {
 
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
+        // The agent's own exhaustion says nothing about the endpoint: neither its
+        // availability, nor `up`, nor its last run may move.
+        if obs
+            .failure()
+            .is_some_and(|f| f.reason == FailureReason::AgentError)
+        {
+            self.agent_errors
+                .get_or_create(&vec![("probe", outcome.probe.name.clone())])
+                .inc();
+            return;
+        }
         let probe = Labels::probe(&outcome.probe);
         // The image bucket only where images are sent: `none` on every text probe
         // would double nothing but the series count.
@@ -510,6 +556,26 @@ impl Metrics {
             .set(i64::try_from(disk_bytes).unwrap_or(i64::MAX));
     }
 
+    /// The agent's own port: connections open now.
+    pub fn listener_open(&self, open: usize) {
+        self.connections.set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    pub fn listener_rejected(&self) {
+        self.connections_rejected.inc();
+    }
+
+    /// `phase`: header or idle.
+    pub fn listener_timed_out(&self, phase: &'static str) {
+        self.connections_timed_out
+            .get_or_create(&vec![("phase", phase.to_owned())])
+            .inc();
+    }
+
+    pub fn listener_accept_error(&self) {
+        self.accept_errors.inc();
+    }
+
     pub fn push_request(&self, result: &'static str) {
         self.push_requests
             .get_or_create(&vec![("result", result.to_owned())])
@@ -583,6 +649,27 @@ mod tests {
             schedule_lag: Duration::ZERO,
             observation: o,
         }
+    }
+
+    #[test]
+    fn the_agents_own_exhaustion_is_an_agent_series_not_an_endpoint_failure() {
+        let m = Metrics::new("test");
+        m.record(&outcome(None));
+        m.record(&outcome(Some(FailureReason::AgentError)));
+        m.record(&outcome(Some(FailureReason::AgentError)));
+        let text = m.render_text();
+        assert!(!text.contains("result=\"failure\""), "{text}");
+        assert!(!text.contains("agent_error\""), "{text}");
+        assert!(
+            text.contains(r#"inferprobe_agent_errors_total{location="test",probe="chat"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"inferprobe_up{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml"} 1"#
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -50,6 +50,12 @@ pub enum NetError {
     Http(String),
     #[error("not an HTTP response: {0}")]
     Protocol(String),
+    /// The agent itself is out of file descriptors or memory: says nothing about the
+    /// endpoint.
+    #[error(
+        "the agent cannot {what}: {message} (the agent is out of file descriptors or memory, not the endpoint's fault)"
+    )]
+    Agent { what: &'static str, message: String },
 }
 
 impl NetError {
@@ -61,8 +67,24 @@ impl NetError {
             // The connection was up but closed or broke before a full response head.
             NetError::Http(_) => FailureReason::Truncated,
             NetError::Protocol(_) => FailureReason::InvalidResponse,
+            NetError::Agent { .. } => FailureReason::AgentError,
         }
     }
+}
+
+/// Whether this process cannot open one more file right now.
+fn out_of_descriptors_now() -> bool {
+    std::fs::File::open("/dev/null").is_err_and(|e| is_agent_exhaustion(&e))
+}
+
+/// Whether an I/O error is the agent's own exhaustion (no descriptor left in the process
+/// or the system, no memory or buffers) rather than anything the endpoint did.
+pub fn is_agent_exhaustion(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::OutOfMemory
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
+        )
 }
 
 /// Errors building a client: bad CA file, bad server name.
@@ -418,9 +440,20 @@ impl HttpClient {
     async fn connect(&self, marks: &mut Marks) -> Result<Connection, NetError> {
         let addrs: Vec<_> = tokio::net::lookup_host((self.host.as_str(), self.port))
             .await
-            .map_err(|e| NetError::Dns {
-                host: self.host.clone(),
-                message: e.to_string(),
+            .map_err(|e| {
+                // getaddrinfo often reports its own lack of descriptors as a resolver
+                // failure (the errno is lost): ask the process itself.
+                if is_agent_exhaustion(&e) || out_of_descriptors_now() {
+                    NetError::Agent {
+                        what: "resolve the host",
+                        message: e.to_string(),
+                    }
+                } else {
+                    NetError::Dns {
+                        host: self.host.clone(),
+                        message: e.to_string(),
+                    }
+                }
             })?
             .collect();
         marks.dns_done = Some(Instant::now());
@@ -448,6 +481,13 @@ impl HttpClient {
                 Ok(s) => {
                     tcp = Some(s);
                     break;
+                }
+                // No other address would fare better: the socket is ours to lack.
+                Err(e) if is_agent_exhaustion(&e) => {
+                    return Err(NetError::Agent {
+                        what: "open a socket",
+                        message: e.to_string(),
+                    });
                 }
                 Err(e) => last_err = Some((addr.to_string(), e.to_string())),
             }
@@ -661,5 +701,38 @@ mod backoff_tests {
             }
         }
         assert!(backoff(1000, max) <= max);
+    }
+}
+
+#[cfg(test)]
+mod exhaustion_tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_or_memory_is_the_agents_error() {
+        for code in [libc::EMFILE, libc::ENFILE, libc::ENOMEM, libc::ENOBUFS] {
+            assert!(
+                is_agent_exhaustion(&std::io::Error::from_raw_os_error(code)),
+                "{code}"
+            );
+        }
+        assert!(is_agent_exhaustion(&std::io::ErrorKind::OutOfMemory.into()));
+        for code in [
+            libc::ECONNREFUSED,
+            libc::ETIMEDOUT,
+            libc::EHOSTUNREACH,
+            libc::ECONNRESET,
+        ] {
+            assert!(
+                !is_agent_exhaustion(&std::io::Error::from_raw_os_error(code)),
+                "{code}"
+            );
+        }
+        let e = NetError::Agent {
+            what: "open a socket",
+            message: std::io::Error::from_raw_os_error(libc::EMFILE).to_string(),
+        };
+        assert_eq!(e.reason(), FailureReason::AgentError);
+        assert!(e.to_string().contains("not the endpoint's fault"), "{e}");
     }
 }

@@ -40,10 +40,14 @@ pub enum FailureReason {
     InvalidResponse,
     /// The response was valid but failed one of the probe's `expect` checks.
     Assertion,
+    /// The agent itself could not make the run: it was out of file descriptors
+    /// (EMFILE/ENFILE) or memory. Not the endpoint's fault: kept out of the endpoint's
+    /// availability and never a page about it.
+    AgentError,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 13] = [
+    pub const ALL: [FailureReason; 14] = [
         FailureReason::Dns,
         FailureReason::Connect,
         FailureReason::Tls,
@@ -57,6 +61,7 @@ impl FailureReason {
         FailureReason::EmptyOutput,
         FailureReason::InvalidResponse,
         FailureReason::Assertion,
+        FailureReason::AgentError,
     ];
 
     /// The metric label value and the JSON value.
@@ -75,6 +80,7 @@ impl FailureReason {
             FailureReason::EmptyOutput => "empty_output",
             FailureReason::InvalidResponse => "invalid_response",
             FailureReason::Assertion => "assertion",
+            FailureReason::AgentError => "agent_error",
         }
     }
 
@@ -94,7 +100,14 @@ impl FailureReason {
             FailureReason::EmptyOutput => "the answer is empty",
             FailureReason::InvalidResponse => "the response is malformed",
             FailureReason::Assertion => "the answer fails its check",
+            FailureReason::AgentError => "the agent itself is out of file descriptors or memory",
         }
+    }
+
+    /// Whether the run says something about the endpoint (every reason but the agent's
+    /// own exhaustion).
+    pub fn blames_endpoint(self) -> bool {
+        self != FailureReason::AgentError
     }
 
     /// The reason a non-2xx status maps to. `None` for 2xx.

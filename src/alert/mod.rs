@@ -337,6 +337,15 @@ impl Alerting {
         let Some(rules) = self.rules.get(name).cloned() else {
             return Changes::default();
         };
+        // A run the agent could not make (out of descriptors or memory) says nothing about
+        // the endpoint: it neither extends a failure streak nor breaks one.
+        if outcome
+            .observation
+            .failure()
+            .is_some_and(|f| !f.reason.blames_endpoint())
+        {
+            return Changes::default();
+        }
         // Taken out (and put back below) so the helpers can borrow `self`.
         let mut state = self.probes.get_mut(name).map(std::mem::take).unwrap_or_default();
         let before = state.persisted_part();

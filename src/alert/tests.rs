@@ -548,3 +548,22 @@ fn a_probe_moved_to_another_shard_is_forgotten_without_a_resolve() {
     assert!(changes.notifications.is_empty(), "{changes:?}");
     assert_eq!(changes.saved, [("chat".to_owned(), None)]);
 }
+
+#[test]
+fn the_agents_own_exhaustion_never_pages_about_the_endpoint() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let exhausted = Fail(FailureReason::AgentError);
+    assert!(h.runs(&[Ok; 3]).is_empty());
+    assert!(
+        h.runs(&[exhausted; 50]).is_empty(),
+        "runs the agent could not make fired an alert"
+    );
+    // Nor do they break or extend a real streak: 2 endpoint failures, the agent's own
+    // trouble, 1 more failure is 3 in a row.
+    let down = Fail(FailureReason::Connect);
+    assert!(h.runs(&[down, down, exhausted, exhausted]).is_empty());
+    assert_eq!(events(&h.run(down)), [(Event::Firing, Condition::Down)]);
+    // And they do not resolve it.
+    assert!(h.runs(&[exhausted; 10]).is_empty());
+    assert_eq!(events(&h.runs(&[Ok, Ok])), [(Event::Resolved, Condition::Down)]);
+}

@@ -13,9 +13,16 @@
 //!   (rendered by [`page`]).
 //!
 //! Reads metrics, the store and the alert board only. History queries run on the
-//! blocking pool, never on the async workers that serve `/metrics`.
+//! blocking pool, never on the async workers that serve `/metrics`. Connections are
+//! accepted by [`listener`] (limits, timeouts, TLS) and secured by [`webconfig`]
+//! (`--web.config.file`); every response carries the security headers.
 
+mod listener;
 mod page;
+pub mod webconfig;
+
+pub use listener::{ListenerLimits, raise_descriptor_limit};
+pub use webconfig::{WebConfig, WebHandle};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,12 +78,33 @@ const RECENT_RUNS: usize = 100;
 /// `/api/v1/results` page size: default and most.
 const RESULTS_LIMIT: (usize, usize) = (100, 1000);
 
+/// How the port is served: its limits and its security settings.
+#[derive(Debug, Clone)]
+pub struct PortSettings {
+    pub limits: ListenerLimits,
+    /// Replaced on SIGHUP when a web config file is given.
+    pub web: WebHandle,
+}
+
+impl Default for PortSettings {
+    /// The limits for the process's descriptor limit as it is now, no TLS, no auth.
+    fn default() -> Self {
+        let nofile = rlimit::Resource::NOFILE.get().map_or(1024, |(soft, _)| soft);
+        PortSettings {
+            limits: ListenerLimits::for_descriptor_limit(nofile),
+            web: WebHandle::default(),
+        }
+    }
+}
+
 /// Serves until `shutdown` fires.
 pub async fn serve(
     listener: TcpListener,
     state: ServerState,
+    port: PortSettings,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let own_metrics = state.metrics.clone();
     let app = Router::new()
         .route("/", get(status_page))
         .route("/probes/{name}", get(probe_page))
@@ -88,9 +116,7 @@ pub async fn serve(
         .route("/api/v1/probes/{name}", get(probe))
         .route("/api/v1/alerts", get(alerts))
         .with_state(state);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    listener::serve(listener, app, port.web, port.limits, own_metrics, shutdown).await
 }
 
 async fn metrics(State(s): State<ServerState>, headers: HeaderMap) -> Response {

@@ -227,13 +227,25 @@ impl Daemon {
         extra: &[&str],
         env: &std::collections::HashMap<&str, &str>,
     ) -> Daemon {
-        Daemon::spawn("127.0.0.1:0", config, extra, env)
+        Daemon::spawn("127.0.0.1:0", config, extra, env, None)
+    }
+
+    /// As [`Daemon::start`], under `ulimit -n NOFILE` (soft and hard: the agent cannot
+    /// raise it).
+    pub fn start_with_nofile(nofile: u32, config: &Path, extra: &[&str]) -> Daemon {
+        Daemon::spawn(
+            "127.0.0.1:0",
+            config,
+            extra,
+            &std::collections::HashMap::new(),
+            Some(nofile),
+        )
     }
 
     /// As [`Daemon::start`], on a given address: for a scraper that must know the
     /// port before the agent's first run.
     pub fn start_on(listen: &str, config: &Path, extra: &[&str]) -> Daemon {
-        Daemon::spawn(listen, config, extra, &std::collections::HashMap::new())
+        Daemon::spawn(listen, config, extra, &std::collections::HashMap::new(), None)
     }
 
     fn spawn(
@@ -241,8 +253,20 @@ impl Daemon {
         config: &Path,
         extra: &[&str],
         env: &std::collections::HashMap<&str, &str>,
+        nofile: Option<u32>,
     ) -> Daemon {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_inferprobe"));
+        let mut cmd = match nofile {
+            None => Command::new(env!("CARGO_BIN_EXE_inferprobe")),
+            Some(n) => {
+                let mut c = Command::new("bash");
+                c.args([
+                    "-c",
+                    &format!("ulimit -n {n} && exec \"$0\" \"$@\""),
+                    env!("CARGO_BIN_EXE_inferprobe"),
+                ]);
+                c
+            }
+        };
         cmd.envs(env);
         cmd.args(["--log-format", "json", "run", "--listen", listen, "-c"])
             .arg(config)
