@@ -244,3 +244,31 @@ fn report_refuses_a_prometheus_url_that_parsers_read_differently() {
         assert!(stderr.contains(says), "{url}: {stderr}");
     }
 }
+
+#[test]
+fn report_refuses_times_it_could_not_print() {
+    let dir = temp_dir("hostile-report-times");
+    for (since, says) in [
+        // Before 1970: the old report panicked printing it (exit 101).
+        (
+            "100y",
+            "--since \"100y\" is out of range: times run from 1970-01-01 to 9999-12-31",
+        ),
+        ("1e308", "--since \"1e308\" is out of range"),
+        ("-1", "--since \"-1\" is not a time: Unix seconds are 0 or more"),
+    ] {
+        let data = dir.join("data");
+        let out = run_to_end(&[
+            "report",
+            "-c",
+            "/nonexistent/probes.yaml",
+            "--data-dir",
+            data.to_str().unwrap(),
+            &format!("--since={since}"),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{since}: {stderr}");
+        assert!(stderr.contains(says), "{since}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
