@@ -303,7 +303,10 @@ async fn results(State(s): State<ServerState>, RawQuery(raw): RawQuery) -> Respo
     // `complete_until` has surely finished and been written, so within it pages never
     // skip a run; later ones are served by the next query (since=complete_until).
     let settle = Duration::from_millis(s.settle_ms.load(Ordering::Relaxed));
-    let complete_until = now.checked_sub(settle).unwrap_or(SystemTime::UNIX_EPOCH);
+    let complete_until = now
+        .checked_sub(settle)
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+        .max(SystemTime::UNIX_EPOCH);
     q.until = q.until.min(complete_until);
     q.since = q.since.min(q.until);
     let q2 = q.clone();
@@ -385,11 +388,15 @@ pub(crate) fn results_query(
             Some(v) => crate::human::time_arg(v, now).map_err(|why| format!("{key}={} {why}", shown(v))),
         }
     };
+    // The defaults stay in the printable range too, even with a clock at 1970 (a board
+    // without a real-time clock, before NTP): the fuzzer found that one.
+    let (first, last) = crate::human::time_range();
+    let clamp = |t: Option<SystemTime>, or: SystemTime| t.unwrap_or(or).clamp(first, last);
     let since = time(
         "since",
-        now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now),
+        clamp(now.checked_sub(Duration::from_secs(86_400)), first),
     )?;
-    let until = time("until", now + Duration::from_secs(1))?;
+    let until = time("until", clamp(now.checked_add(Duration::from_secs(1)), last))?;
     if since > until {
         return Err("since is after until".into());
     }
@@ -564,6 +571,11 @@ mod tests {
         assert_eq!((cursor.map(Cursor::encode), limit), (Some("17.3".to_owned()), 5));
         let (q, cursor, limit) = results_query(None, now).unwrap();
         assert_eq!((q.probe, cursor.is_none(), limit), (None, true, RESULTS_LIMIT.0));
+        // With the clock at the epoch, the default `since` is the epoch, not a day before
+        // it (which could not be printed).
+        let (q, _, _) = results_query(None, SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(q.since, SystemTime::UNIX_EPOCH);
+        let _ = humantime::format_rfc3339_millis(q.since).to_string();
     }
 
     #[test]
