@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Daemon, closed_port, http_get, temp_dir};
+use support::{Daemon, closed_port, http_get, require_tool, temp_dir};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_inferprobe")
@@ -162,16 +162,11 @@ fn deleting_the_lock_file_does_not_let_a_second_agent_share_the_data_directory()
 #[test]
 fn check_refuses_a_fifo_and_devices_as_files_without_hanging_or_reading_them() {
     let dir = temp_dir("hostile-files");
-    let fifo = dir.join("prompts.txt");
-    let made = Command::new("mkfifo").arg(&fifo).status();
-    if !made.is_ok_and(|s| s.success()) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "mkfifo missing under CI"
-        );
-        println!("SKIP: mkfifo is not available");
+    let Some(mkfifo) = require_tool("mkfifo", "to make a FIFO for a prompt file") else {
         return;
-    }
+    };
+    let fifo = dir.join("prompts.txt");
+    assert!(Command::new(mkfifo).arg(&fifo).status().unwrap().success());
     let config = dir.join("probes.yaml");
     std::fs::write(
         &config,
