@@ -29,6 +29,10 @@ use alerting::{RawAlert, RawSlo};
 mod remote_write;
 use remote_write::RawRemoteWrite;
 pub use remote_write::RemoteWriteConfig;
+pub mod files;
+mod nesting;
+mod url;
+pub use url::{Url, UrlError, parse_url, to_uri};
 
 /// The default run interval: often enough to page within about 90 s (3 failures), rarely
 /// enough that a probe is a negligible load on the endpoint.
@@ -539,7 +543,7 @@ impl fmt::Display for ConfigErrors {
 
 /// Reads and validates a config file, resolving `${VAR}` from the process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = files::read_config_text(path).map_err(|e| {
         ConfigErrors(vec![ConfigError {
             file: path.display().to_string(),
             line: 0,
@@ -564,6 +568,38 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         warnings: Vec::new(),
         env,
     };
+    // Bounds before any YAML parser runs: see nesting.rs for why.
+    let limit = |line, column, message: String| {
+        Err(ConfigErrors(vec![ConfigError {
+            file: file.display().to_string(),
+            line,
+            column,
+            probe: None,
+            key: String::new(),
+            message,
+        }]))
+    };
+    if text.len() as u64 > files::MAX_CONFIG_BYTES {
+        return limit(
+            1,
+            1,
+            format!(
+                "the file is {} bytes; at most {}",
+                text.len(),
+                files::MAX_CONFIG_BYTES
+            ),
+        );
+    }
+    if let Some((line, column)) = nesting::too_deep(text) {
+        return limit(
+            line,
+            column,
+            format!(
+                "`[` and `{{` nested more than {} levels deep; a probes.yaml needs a few",
+                nesting::MAX_FLOW_DEPTH
+            ),
+        );
+    }
     let root: Value = match serde_yaml::from_str(text) {
         Ok(v) => v,
         Err(e) => {
@@ -964,17 +1000,17 @@ impl Checker<'_> {
             }
         });
         let data_dir = raw.data_dir.map(|d| self.base_dir.join(d));
-        let external_url = raw.external_url.filter(|u| {
-            let ok = http::Uri::from_str(u)
-                .is_ok_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
-            if !ok {
+        // Links in pages: the URL as written (no secret), checked by the one parser.
+        let external_url = raw.external_url.filter(|u| match parse_url(u) {
+            Ok(_) => true,
+            Err(e) => {
                 self.error(
                     None,
                     "agent.external_url",
-                    format!("`{u}` is not a URL like http://probe-eu.example.com:9464"),
+                    format!("`{u}` {e}; give a URL like http://probe-eu.example.com:9464"),
                 );
+                false
             }
-            ok
         });
         let remote_write = raw.remote_write.and_then(|r| self.remote_write(r));
         let history = self.history(raw.history.unwrap_or_default());
@@ -1019,6 +1055,7 @@ impl Checker<'_> {
         } else {
             self.section(value, "defaults", None)?
         };
+        self.duplicate_headers(None, "defaults.headers", &raw.headers);
         Some(Defaults {
             interval: raw
                 .interval
@@ -1081,10 +1118,16 @@ impl Checker<'_> {
                 None
             }
             (None, Some(expr)) => match cron::Schedule::from_str(expr) {
-                Ok(s) => Some(Schedule::Cron {
-                    expr: expr.clone(),
-                    schedule: Box::new(s),
-                }),
+                Ok(s) => match cron_never_fires(&s, chrono::Utc::now()) {
+                    Some(why) => {
+                        self.error(p, &key("schedule"), format!("`{expr}` {why}"));
+                        None
+                    }
+                    None => Some(Schedule::Cron {
+                        expr: expr.clone(),
+                        schedule: Box::new(s),
+                    }),
+                },
                 Err(_) => {
                     let fields = expr.split_whitespace().count();
                     let hint = if fields == 5 {
@@ -1169,6 +1212,7 @@ impl Checker<'_> {
         };
 
         // Headers: defaults first, the probe's own override by name (case-insensitive).
+        self.duplicate_headers(p, &key("headers"), &raw.headers);
         let mut merged: BTreeMap<String, (String, String)> = BTreeMap::new();
         if let Some(d) = defaults {
             for (k, v) in &d.headers {
@@ -1583,6 +1627,7 @@ impl Checker<'_> {
             let path = self.base_dir.join(file);
             let file_key = format!("{key}.files[{i}]");
             if path.is_dir() {
+                // Regular files only: a FIFO named x.png would hang the probe's build.
                 let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
                     .map(|entries| {
                         entries
@@ -1590,7 +1635,7 @@ impl Checker<'_> {
                             .filter(|p| {
                                 p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
                                     matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
-                                })
+                                }) && p.is_file()
                             })
                             .collect()
                     })
@@ -1603,15 +1648,24 @@ impl Checker<'_> {
                         format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
                     );
                 }
-                sources.extend(found.into_iter().map(ImageSource::File));
-            } else if path.is_file() {
-                sources.push(ImageSource::File(path));
+                for f in found {
+                    if let Some(f) = self.image_file(probe, &file_key, f) {
+                        sources.push(ImageSource::File(f));
+                    }
+                }
             } else {
-                self.error(
-                    probe,
-                    &file_key,
-                    format!("no such file or folder: `{file}` (relative to this file)"),
-                );
+                match std::fs::metadata(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.error(
+                        probe,
+                        &file_key,
+                        format!("no such file or folder: `{file}` (relative to this file)"),
+                    ),
+                    _ => {
+                        if let Some(f) = self.image_file(probe, &file_key, path) {
+                            sources.push(ImageSource::File(f));
+                        }
+                    }
+                }
             }
         }
         if raw.builtin.is_none() && raw.files.is_none() {
@@ -1679,6 +1733,31 @@ impl Checker<'_> {
         })
     }
 
+    /// An image file to send: regular, and at most [`files::MAX_IMAGE_FILE_BYTES`] (it
+    /// is read when the probe is built, through the same checks).
+    fn image_file(&mut self, probe: Option<&str>, key: &str, path: PathBuf) -> Option<PathBuf> {
+        let problem = match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => Some(files::FileError::NotRegular(files::kind(&m))),
+            Ok(m) if m.len() > files::MAX_IMAGE_FILE_BYTES => {
+                Some(files::FileError::TooLarge(files::MAX_IMAGE_FILE_BYTES))
+            }
+            Ok(_) => None,
+            Err(e) => Some(files::FileError::Io(e)),
+        };
+        match problem {
+            None => Some(path),
+            Some(e) => {
+                let name = path
+                    .strip_prefix(&self.base_dir)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                self.error(probe, key, file_message(&name, &e));
+                None
+            }
+        }
+    }
+
     fn duration(&mut self, probe: Option<&str>, key: &str, s: &str) -> Option<Duration> {
         match humantime::parse_duration(s.trim()) {
             Ok(d) if d.is_zero() => {
@@ -1704,27 +1783,48 @@ impl Checker<'_> {
         }
     }
 
+    /// A URL to dial, after `${VAR}`, through the one strict parser ([`parse_url`]).
+    /// Messages never echo it: it may hold a secret.
     fn url(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<http::Uri> {
         let text = self.substitute(probe, key, template)?;
-        let uri = match http::Uri::from_str(text.trim()) {
-            Ok(u) => u,
+        match parse_url(&text).and_then(|u| to_uri(&u)) {
+            Ok(uri) => Some(uri),
             Err(e) => {
-                self.error(probe, key, format!("not a valid URL: {e}"));
-                return None;
-            }
-        };
-        match uri.scheme_str() {
-            Some("http") | Some("https") => {}
-            _ => {
-                self.error(probe, key, "must start with http:// or https://");
-                return None;
+                self.error(probe, key, e.to_string());
+                None
             }
         }
-        if uri.host().is_none_or(str::is_empty) {
-            self.error(probe, key, "has no host");
-            return None;
+    }
+
+    /// Header names are case-insensitive: `Authorization` and `authorization` in one
+    /// mapping are the same header, and one would be silently dropped. Reported at the
+    /// one written second.
+    fn duplicate_headers(&mut self, probe: Option<&str>, prefix: &str, raw: &BTreeMap<String, String>) {
+        let mut lower: Vec<(String, &String)> = raw.keys().map(|k| (k.to_ascii_lowercase(), k)).collect();
+        lower.sort();
+        if lower.windows(2).all(|w| w[0].0 != w[1].0) {
+            return;
         }
-        Some(uri)
+        // Positions only now: a file without the problem never builds the index.
+        let mut names: Vec<((usize, usize), &String)> = raw
+            .keys()
+            .map(|k| (self.index().locate_key(&format!("{prefix}.{k}")), k))
+            .collect();
+        names.sort();
+        let mut first: HashMap<String, &String> = HashMap::new();
+        for (position, name) in names {
+            if let Some(earlier) = first.insert(name.to_ascii_lowercase(), name) {
+                first.insert(name.to_ascii_lowercase(), earlier);
+                self.error_at(
+                    position,
+                    probe,
+                    &format!("{prefix}.{name}"),
+                    format!(
+                        "`{earlier}` is set too: header names are case-insensitive, so one would be dropped"
+                    ),
+                );
+            }
+        }
     }
 
     /// Header values (after `${VAR}`) as secrets; `prefix` is the `headers` key.
@@ -1734,6 +1834,7 @@ impl Checker<'_> {
         prefix: &str,
         raw: &BTreeMap<String, String>,
     ) -> Vec<(http::HeaderName, Secret)> {
+        self.duplicate_headers(probe, prefix, raw);
         let mut headers = Vec::new();
         for (name, template) in raw {
             let path = format!("{prefix}.{name}");
@@ -1758,36 +1859,23 @@ impl Checker<'_> {
         headers
     }
 
-    /// A file named relative to the config file, which must exist.
+    /// A CA file named relative to the config file: a regular file of at most
+    /// [`files::MAX_CA_FILE_BYTES`], read once here so that `check` finds what the
+    /// client would fail on.
     fn existing_file(&mut self, probe: Option<&str>, key: &str, name: &str) -> Option<PathBuf> {
         let path = self.base_dir.join(name);
-        if path.is_file() {
-            Some(path)
-        } else {
-            self.error(
-                probe,
-                key,
-                format!("no such file: `{name}` (relative to this file)"),
-            );
-            None
+        match files::read_regular(&path, files::MAX_CA_FILE_BYTES) {
+            Ok(_) => Some(path),
+            Err(e) => {
+                self.error(probe, key, file_message(name, &e));
+                None
+            }
         }
     }
 
     /// A URL that may hold a secret (a Slack webhook, credentials): checked, never echoed.
     fn secret_url(&mut self, key: &str, template: &str) -> Option<http::Uri> {
-        let text = self.substitute(None, key, template)?;
-        match http::Uri::from_str(text.trim()) {
-            Ok(u)
-                if matches!(u.scheme_str(), Some("http" | "https"))
-                    && u.host().is_some_and(|h| !h.is_empty()) =>
-            {
-                Some(u)
-            }
-            _ => {
-                self.error(None, key, "not a valid http:// or https:// URL");
-                None
-            }
-        }
+        self.url(None, key, template)
     }
 
     /// Replaces `${NAME}` with the environment's value; `$$` is a literal `$`. A missing
@@ -1840,14 +1928,10 @@ impl Checker<'_> {
         } else {
             let file = raw.file.unwrap_or_default();
             let path = self.base_dir.join(&file);
-            match std::fs::read_to_string(&path) {
+            match files::read_regular_text(&path, files::MAX_PROMPT_FILE_BYTES) {
                 Ok(text) => (split_prompt_file(&text), format!("{key}.file")),
                 Err(e) => {
-                    self.error(
-                        probe,
-                        &format!("{key}.file"),
-                        format!("cannot read `{file}` (relative to this file): {e}"),
-                    );
+                    self.error(probe, &format!("{key}.file"), file_message(&file, &e));
                     return None;
                 }
             }
@@ -1951,6 +2035,37 @@ pub fn substitute_env(template: &str, env: &dyn Fn(&str) -> Option<String>) -> R
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// A cron schedule must fire within this long: one that does not (`0 0 0 30 2 *`, 30
+/// February) is accepted by the cron grammar, and its probe would show NO DATA forever.
+const CRON_HORIZON_DAYS: i64 = 5 * 366;
+
+/// Why a cron schedule is useless, if it is: no occurrence within [`CRON_HORIZON_DAYS`].
+fn cron_never_fires(schedule: &cron::Schedule, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let horizon = now + chrono::TimeDelta::days(CRON_HORIZON_DAYS);
+    match schedule.after(&now).next() {
+        Some(t) if t <= horizon => None,
+        Some(t) => Some(format!(
+            "first fires on {}, more than 5 years from now; the probe would show no data until then",
+            t.format("%Y-%m-%d")
+        )),
+        None => Some(
+            "never fires: no date from now on matches it (30 February, a year gone by), so the probe would never run"
+                .to_owned(),
+        ),
+    }
+}
+
+/// Why a named file cannot be used, naming it as the config does.
+fn file_message(name: &str, e: &files::FileError) -> String {
+    match e {
+        files::FileError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            format!("no such file: `{name}` (relative to this file)")
+        }
+        files::FileError::Io(io) => format!("cannot read `{name}` (relative to this file): {io}"),
+        other => format!("`{name}` {other}"),
+    }
 }
 
 /// A prompt file holds prompts separated by lines that contain only `---`.

@@ -5,9 +5,13 @@
 //! parsers return `stream::EventFacts`, which lives in a private module and is an internal
 //! contract between the parsers and the stream driver. Wrapping them here keeps those
 //! types crate-private; the fuzzers only need "did it panic, and did it succeed or fail".
-//! The framing decoders are already `pub` and are re-exported as they are.
+//! The framing decoders are already `pub` and are re-exported as they are. The HTTP
+//! API's parameter parsers live in the private server module; [`results_query`] and
+//! [`probe_name`] hand out their results as plain values.
 
 pub use crate::probe::framing::{Decoder, Event, FramingError, NdjsonDecoder, SseDecoder};
+
+use std::time::SystemTime;
 
 use crate::config::Expect;
 use crate::outcome::Failure;
@@ -67,4 +71,34 @@ pub fn parse_event(parser: Parser, event: &Event) -> Result<Parsed, Failure> {
 /// The `kserve_v2` response check (a whole JSON body, not a stream).
 pub fn kserve_check_response(body: &[u8], expect: &Expect) -> Result<(), Failure> {
     kserve_v2::check_response(body, expect)
+}
+
+/// What `/api/v1/results` made of a query string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultsQuery {
+    pub probe: Option<String>,
+    pub location: Option<String>,
+    pub since: SystemTime,
+    pub until: SystemTime,
+    pub limit: usize,
+    /// The cursor as the API would hand it out again.
+    pub cursor: Option<String>,
+}
+
+/// `/api/v1/results`' parser on a raw query string (what follows `?`), at `now`.
+pub fn results_query(raw: Option<&str>, now: SystemTime) -> Result<ResultsQuery, String> {
+    let (q, cursor, limit) = crate::server::results_query(raw, now)?;
+    Ok(ResultsQuery {
+        probe: q.probe,
+        location: q.location,
+        since: q.since,
+        until: q.until,
+        limit,
+        cursor: cursor.map(crate::store::Cursor::encode),
+    })
+}
+
+/// The check on `{name}` in `/probes/{name}` and `/api/v1/probes/{name}`.
+pub fn probe_name(name: &str) -> Result<(), String> {
+    crate::server::probe_name(name).map(|_| ())
 }

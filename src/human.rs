@@ -73,22 +73,54 @@ pub fn html_escape(s: &str) -> String {
 }
 
 /// A point in time as the API and the report take it: RFC 3339, Unix seconds, or a
-/// duration meaning that long before `now` (`15m`, `7d`).
+/// duration meaning that long before `now` (`15m`, `7d`). `None` for anything else, and
+/// for times outside [`time_range`]; [`time_arg`] says why.
 pub fn parse_time(v: &str, now: SystemTime) -> Option<SystemTime> {
+    time_arg(v, now).ok()
+}
+
+/// The times we take: 1970-01-01 to 9999-12-31T23:59:59Z. Times are printed as RFC 3339,
+/// which has neither years before the Unix epoch (humantime panics on them) nor
+/// five-digit years, so a time outside this range is refused when it is read, not when
+/// it is shown.
+pub fn time_range() -> (SystemTime, SystemTime) {
+    (
+        SystemTime::UNIX_EPOCH,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(253_402_300_799),
+    )
+}
+
+/// [`parse_time`], saying what is wrong: a value that is not a time, or a time outside
+/// [`time_range`]. Total: no input panics (`1e308`, `-1`, `NaN`, `99999999999y`).
+pub fn time_arg(v: &str, now: SystemTime) -> Result<SystemTime, String> {
+    const FORMS: &str = "use RFC 3339 (2026-11-30T12:00:00Z), Unix seconds, or a duration ago (15m, 7d)";
+    let (first, last) = time_range();
+    let in_range = |t: Option<SystemTime>| match t {
+        Some(t) if (first..=last).contains(&t) => Ok(t),
+        _ => Err("is out of range: times run from 1970-01-01 to 9999-12-31".to_owned()),
+    };
     if let Ok(t) = humantime::parse_rfc3339_weak(v) {
-        return Some(t);
+        return in_range(Some(t));
     }
     // With an offset (`2026-11-30T12:00:00+02:00`), which humantime does not take.
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
-        return Some(SystemTime::from(t));
+        return in_range(Some(SystemTime::from(t)));
     }
-    if let Ok(secs) = v.parse::<f64>()
-        && secs.is_finite()
-        && secs >= 0.0
-    {
-        return SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs_f64(secs));
+    if let Ok(secs) = v.parse::<f64>() {
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(format!("is not a time: Unix seconds are 0 or more; {FORMS}"));
+        }
+        // `Duration::from_secs_f64` panics beyond u64 seconds: test the range first.
+        let max = last.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        if secs > max.as_secs_f64() {
+            return in_range(None);
+        }
+        return in_range(SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs_f64(secs)));
     }
-    humantime::parse_duration(v).ok().and_then(|d| now.checked_sub(d))
+    match humantime::parse_duration(v) {
+        Ok(d) => in_range(now.checked_sub(d)),
+        Err(_) => Err(format!("is not a time: {FORMS}")),
+    }
 }
 
 #[cfg(test)]
@@ -108,6 +140,34 @@ mod tests {
         assert_eq!(span(Duration::from_secs(600)), "10 min");
         assert_eq!(span(Duration::from_secs(3600 * 3 + 1200)), "3 h 20 min");
         assert_eq!(span(Duration::from_secs(86_400 * 2)), "2 d");
+    }
+
+    #[test]
+    fn times_out_of_range_or_malformed_are_refused_not_panicked_on() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        for v in [
+            "1e308",
+            "1e19",
+            "18446744073709551616",
+            "-1",
+            "NaN",
+            "inf",
+            "99999999999999999999y",
+            "100y",
+            "0000-01-01T00:00:00+00:00",
+            "1969-12-31T23:59:59Z",
+            "",
+            "\0",
+            "15m\0",
+        ] {
+            let e = time_arg(v, now).unwrap_err();
+            assert!(e.contains("range") || e.contains("not a time"), "{v:?}: {e}");
+        }
+        // Every time we accept can be printed.
+        for v in ["0", "253402300799", "9999-12-31T23:59:59Z", "56y"] {
+            let t = time_arg(v, now).unwrap_or_else(|e| panic!("{v}: {e}"));
+            let _ = humantime::format_rfc3339_millis(t).to_string();
+        }
     }
 
     #[test]

@@ -731,9 +731,7 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
     };
     let now = std::time::SystemTime::now();
     let time = |flag: &str, v: &str| {
-        inferprobe::human::parse_time(v, now).ok_or_else(|| {
-            format!("{flag} {v:?}: give a duration ago (7d, 24h), an RFC 3339 time or Unix seconds")
-        })
+        inferprobe::human::time_arg(v, now).map_err(|why| format!("{flag} {v:?} {why}"))
     };
     let period = time("--since", &request.since).and_then(|since| {
         let until = match &request.until {

@@ -176,7 +176,8 @@ impl TlsRoots {
                 path: path.display().to_string(),
                 message,
             };
-            let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
+            let pem = crate::config::files::read_regular(path, crate::config::files::MAX_CA_FILE_BYTES)
+                .map_err(|e| ca_err(e.to_string()))?;
             let certs: Vec<_> = rustls::pki_types::pem::PemObject::pem_slice_iter(&pem)
                 .collect::<Result<_, _>>()
                 .map_err(|e| ca_err(format!("{e:?}")))?;

@@ -166,3 +166,28 @@ probes:
         "https://api.example.com/v1/chat/completions"
     );
 }
+
+#[test]
+fn a_url_from_the_environment_goes_through_the_same_strict_parser() {
+    let path = repo("probes.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let env = |name: &str| (name == "VLLM_URL").then(|| "http://vllm.internal:99999".to_owned());
+    let errors = config::parse(&text, &path, &env).unwrap_err().0;
+    let line = text
+        .lines()
+        .position(|l| l.contains("${VLLM_URL"))
+        .expect("probes.yaml reads VLLM_URL")
+        + 1;
+    // Every probe that reads it, and nothing else.
+    assert_eq!(
+        errors.len(),
+        text.matches("url: ${VLLM_URL").count(),
+        "{errors:?}"
+    );
+    assert_eq!((errors[0].line, errors[0].key.as_str()), (line, "probes[0].url"));
+    for e in &errors {
+        assert!(e.key.ends_with(".url"), "{e}");
+        // The message names the problem, not the value (which may hold a secret).
+        assert_eq!(e.message, "has port 99999, out of range: ports are 1 to 65535");
+    }
+}

@@ -382,12 +382,17 @@ impl Checker<'_> {
                 ),
             );
         }
-        let runbook_url = raw.runbook_url.filter(|u| {
-            let ok = u.starts_with("http://") || u.starts_with("https://");
-            if !ok {
+        // A link in pages, shown as written; checked by the one URL parser.
+        let runbook_url = raw.runbook_url.filter(|u| match super::parse_url(u) {
+            Ok(_) => true,
+            Err(super::UrlError::Scheme) => {
                 self.error(probe, &key("runbook_url"), "must be an http:// or https:// URL");
+                false
             }
-            ok
+            Err(e) => {
+                self.error(probe, &key("runbook_url"), e.to_string());
+                false
+            }
         });
         let chosen = match raw.receivers {
             Some(names) => {

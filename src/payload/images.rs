@@ -156,10 +156,12 @@ fn read_file(path: &Path) -> Result<Image, ImageError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let bytes = std::fs::read(path).map_err(|e| ImageError::Read {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
+    // Regular files only, capped: the config checked this, but the file may have changed.
+    let bytes = crate::config::files::read_regular(path, crate::config::files::MAX_IMAGE_FILE_BYTES)
+        .map_err(|e| ImageError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
     let format = image::guess_format(&bytes).ok();
     let media_type = match format {
         Some(image::ImageFormat::Jpeg) => "image/jpeg",

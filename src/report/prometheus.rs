@@ -493,13 +493,8 @@ impl Prom {
             url: display.clone(),
             reason,
         };
-        let mut base = reqwest::Url::parse(base_url).map_err(|e| bad(e.to_string()))?;
-        if !matches!(base.scheme(), "http" | "https") {
-            return Err(bad("give an http:// or https:// URL".into()));
-        }
-        if base.host_str().is_none_or(str::is_empty) {
-            return Err(bad("no host".into()));
-        }
+        // The one URL parser the config uses too (config/url.rs).
+        let mut base = crate::config::parse_url(base_url).map_err(|e| bad(e.to_string()))?;
         // Credentials go into an Authorization header, never into a URL that could be
         // printed; userinfo is percent-encoded in a URL, so decode it.
         let auth = if base.username().is_empty() && base.password().is_none() {

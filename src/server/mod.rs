@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
@@ -151,6 +151,9 @@ async fn probes(State(s): State<ServerState>) -> Response {
 }
 
 async fn probe(State(s): State<ServerState>, Path(name): Path<String>) -> Response {
+    if let Err(message) = probe_name(&name) {
+        return (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response();
+    }
     let Some(mut body) = s.latest.probe_json(&name) else {
         return (StatusCode::NOT_FOUND, format!("no probe named {name:?}\n")).into_response();
     };
@@ -227,6 +230,9 @@ async fn status_page(State(s): State<ServerState>) -> Response {
 }
 
 async fn probe_page(State(s): State<ServerState>, Path(name): Path<String>) -> Response {
+    if let Err(message) = probe_name(&name) {
+        return (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response();
+    }
     if s.latest.probe_json(&name).is_none() {
         return (StatusCode::NOT_FOUND, format!("no probe named {name:?}\n")).into_response();
     }
@@ -312,9 +318,9 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
     Ok((agent, probes))
 }
 
-async fn results(State(s): State<ServerState>, Query(params): Query<HashMap<String, String>>) -> Response {
+async fn results(State(s): State<ServerState>, RawQuery(raw): RawQuery) -> Response {
     let now = SystemTime::now();
-    let query = match results_query(&params, now) {
+    let query = match results_query(raw.as_deref(), now) {
         Ok(q) => q,
         Err(message) => return (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response(),
     };
@@ -323,7 +329,10 @@ async fn results(State(s): State<ServerState>, Query(params): Query<HashMap<Stri
     // `complete_until` has surely finished and been written, so within it pages never
     // skip a run; later ones are served by the next query (since=complete_until).
     let settle = Duration::from_millis(s.settle_ms.load(Ordering::Relaxed));
-    let complete_until = now.checked_sub(settle).unwrap_or(SystemTime::UNIX_EPOCH);
+    let complete_until = now
+        .checked_sub(settle)
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+        .max(SystemTime::UNIX_EPOCH);
     q.until = q.until.min(complete_until);
     q.since = q.since.min(q.until);
     let q2 = q.clone();
@@ -360,32 +369,60 @@ async fn results(State(s): State<ServerState>, Query(params): Query<HashMap<Stri
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
-/// `since`/`until`: RFC 3339 (`2026-11-30T12:00:00Z`), Unix seconds, or a duration
-/// meaning that long ago (`15m`, `7d`). Defaults: the last 24 hours.
-fn results_query(
-    params: &HashMap<String, String>,
+/// Longest query string `/api/v1/results` reads: its six parameters fit in a few
+/// hundred bytes; anything longer is refused before it is decoded.
+const MAX_QUERY_LEN: usize = 4096;
+
+/// The parameters of `/api/v1/results`, from the raw query string. Total: any bytes
+/// give either a query or a message naming the parameter and what is wrong with it
+/// (unknown, repeated, a `%` not followed by two hex digits, not UTF-8 once decoded, not
+/// a time, out of range). `since`/`until`: RFC 3339 (`2026-11-30T12:00:00Z`), Unix
+/// seconds, or a duration meaning that long ago (`15m`, `7d`). Defaults: the last 24
+/// hours.
+pub(crate) fn results_query(
+    raw: Option<&str>,
     now: SystemTime,
 ) -> Result<(RunQuery, Option<Cursor>, usize), String> {
-    for key in params.keys() {
-        if !["probe", "location", "since", "until", "limit", "cursor"].contains(&key.as_str()) {
+    const KEYS: [&str; 6] = ["probe", "location", "since", "until", "limit", "cursor"];
+    let raw = raw.unwrap_or_default();
+    if raw.len() > MAX_QUERY_LEN {
+        return Err(format!(
+            "the query string is {} bytes; at most {MAX_QUERY_LEN}",
+            raw.len()
+        ));
+    }
+    let mut params: HashMap<&'static str, String> = HashMap::new();
+    for pair in raw.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = form_decode(k).map_err(|why| format!("a parameter name {why}"))?;
+        let Some(key) = KEYS.iter().copied().find(|known| *known == k) else {
             return Err(format!(
-                "unknown parameter {key:?}; use probe, location, since, until, limit, cursor"
+                "unknown parameter {:?}; use {}",
+                crate::human::shorten(&k, 40),
+                KEYS.join(", ")
             ));
+        };
+        let v = form_decode(v).map_err(|why| format!("{key}: the value {why}"))?;
+        if params.insert(key, v).is_some() {
+            return Err(format!("{key} is given twice"));
         }
     }
+    let shown = |v: &str| format!("{:?}", crate::human::shorten(v, 40));
     let time = |key: &str, default: SystemTime| -> Result<SystemTime, String> {
-        let Some(v) = params.get(key) else {
-            return Ok(default);
-        };
-        crate::human::parse_time(v, now).ok_or_else(|| {
-            format!("{key}={v:?} is not a time: use RFC 3339 (2026-11-30T12:00:00Z), Unix seconds, or a duration ago (15m, 7d)")
-        })
+        match params.get(key) {
+            None => Ok(default),
+            Some(v) => crate::human::time_arg(v, now).map_err(|why| format!("{key}={} {why}", shown(v))),
+        }
     };
+    // The defaults stay in the printable range too, even with a clock at 1970 (a board
+    // without a real-time clock, before NTP): the fuzzer found that one.
+    let (first, last) = crate::human::time_range();
+    let clamp = |t: Option<SystemTime>, or: SystemTime| t.unwrap_or(or).clamp(first, last);
     let since = time(
         "since",
-        now.checked_sub(Duration::from_secs(86_400)).unwrap_or(now),
+        clamp(now.checked_sub(Duration::from_secs(86_400)), first),
     )?;
-    let until = time("until", now + Duration::from_secs(1))?;
+    let until = time("until", clamp(now.checked_add(Duration::from_secs(1)), last))?;
     if since > until {
         return Err("since is after until".into());
     }
@@ -393,22 +430,69 @@ fn results_query(
         None => RESULTS_LIMIT.0,
         Some(v) => match v.parse::<usize>() {
             Ok(n) if (1..=RESULTS_LIMIT.1).contains(&n) => n,
-            _ => return Err(format!("limit={v:?}: give 1 to {}", RESULTS_LIMIT.1)),
+            _ => return Err(format!("limit={}: give 1 to {}", shown(v), RESULTS_LIMIT.1)),
         },
     };
     let cursor = match params.get("cursor") {
         None => None,
-        Some(c) => {
-            Some(Cursor::decode(c).ok_or_else(|| format!("cursor={c:?} is not a cursor this API gave"))?)
+        Some(c) => Some(
+            Cursor::decode(c).ok_or_else(|| format!("cursor={} is not a cursor this API gave", shown(c)))?,
+        ),
+    };
+    // Probe names and locations are label values (see config): anything else can match
+    // nothing, so say so instead of answering an empty page.
+    let name = |key: &str| -> Result<Option<String>, String> {
+        match params.get(key) {
+            None => Ok(None),
+            Some(v) if crate::config::valid_label_value(v) => Ok(Some(v.clone())),
+            Some(v) => Err(format!(
+                "{key}={} is not a {key} name: 1-64 letters, digits, `_`, `-` or `.`",
+                shown(v)
+            )),
         }
     };
     let query = RunQuery {
-        probe: params.get("probe").cloned(),
-        location: params.get("location").cloned(),
+        probe: name("probe")?,
+        location: name("location")?,
         since,
         until,
     };
     Ok((query, cursor, limit))
+}
+
+/// Decodes one `application/x-www-form-urlencoded` component strictly: `+` is a space,
+/// `%` must be followed by two hex digits, and the bytes must be UTF-8. The message
+/// completes "the value ...".
+fn form_decode(s: &str) -> Result<String, &'static str> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |b: Option<u8>| b.and_then(|b| (b as char).to_digit(16));
+                match (hex(bytes.next()), hex(bytes.next())) {
+                    (Some(hi), Some(lo)) => out.push((hi * 16 + lo) as u8),
+                    _ => return Err("has a `%` not followed by two hex digits"),
+                }
+            }
+            b => out.push(b),
+        }
+    }
+    String::from_utf8(out).map_err(|_| "is not UTF-8 once percent-decoded")
+}
+
+/// A probe name from a path segment (`/probes/{name}`, `/api/v1/probes/{name}`): a
+/// label value, as the config requires, or a message to answer with 400.
+pub(crate) fn probe_name(name: &str) -> Result<&str, String> {
+    if crate::config::valid_label_value(name) {
+        Ok(name)
+    } else {
+        Err(format!(
+            "{:?} is not a probe name: 1-64 letters, digits, `_`, `-` or `.`",
+            crate::human::shorten(name, 40)
+        ))
+    }
 }
 
 fn history_error(e: &StoreError) -> Response {
@@ -446,18 +530,89 @@ mod tests {
     #[test]
     fn bad_result_queries_say_what_is_wrong() {
         let now = SystemTime::now();
-        let q = |pairs: &[(&str, &str)]| {
-            let params = pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect();
-            results_query(&params, now).map(|_| ()).unwrap_err()
+        let q = |query: &str| results_query(Some(query), now).map(|_| ()).unwrap_err();
+        assert!(q("limit=0").contains("limit"));
+        assert!(q("limit=5000").contains("1 to 1000"));
+        assert!(q("since=soon").contains("RFC 3339"));
+        assert!(q("cursor=x").contains("cursor"));
+        assert!(q("probes=a").contains("unknown parameter"));
+        assert!(q("since=1h&until=2h").contains("after"));
+    }
+
+    /// Each of these panicked the handler, was silently read as something else, or was
+    /// answered with an empty page.
+    #[test]
+    fn hostile_result_queries_are_refused_with_the_parameter_named() {
+        let now = SystemTime::now();
+        let q = |query: &str| match results_query(Some(query), now) {
+            Ok(_) => panic!("{query:?} accepted"),
+            Err(e) => e,
         };
-        assert!(q(&[("limit", "0")]).contains("limit"));
-        assert!(q(&[("limit", "5000")]).contains("1 to 1000"));
-        assert!(q(&[("since", "soon")]).contains("RFC 3339"));
-        assert!(q(&[("cursor", "x")]).contains("cursor"));
-        assert!(q(&[("probes", "a")]).contains("unknown parameter"));
-        assert!(q(&[("since", "1h"), ("until", "2h")]).contains("after"));
+        for (query, says) in [
+            ("since=1e308", "since=\"1e308\" is out of range"),
+            ("until=1e308", "until=\"1e308\" is out of range"),
+            ("since=18446744073709551616", "out of range"),
+            ("since=100y", "out of range"),
+            ("since=99999999999999999999999y", "since="),
+            ("since=0000-01-01T00:00:00%2B00:00", "out of range"),
+            ("since=-5", "Unix seconds are 0 or more"),
+            ("since=NaN", "Unix seconds are 0 or more"),
+            ("limit=99999999999999999999999", "limit="),
+            ("limit=-1", "limit="),
+            ("cursor=99999999999999999999.1", "cursor="),
+            ("since=%00", "since="),
+            ("since=1h&since=2h", "since is given twice"),
+            (
+                "since=%ZZ",
+                "since: the value has a `%` not followed by two hex digits",
+            ),
+            ("since=%4", "two hex digits"),
+            ("probe=%FF%FE", "probe: the value is not UTF-8"),
+            ("%FF=1", "a parameter name is not UTF-8"),
+            ("probe=a%20b", "probe=\"a b\" is not a probe name"),
+            ("location=%0Aevil", "is not a location name"),
+        ] {
+            let e = q(query);
+            assert!(e.contains(says), "{query:?}: {e}");
+        }
+        let long = format!("probe={}", "a".repeat(1 << 20));
+        assert!(q(&long).contains("at most 4096"));
+        // A long value is not echoed whole.
+        let e = q(&format!("probe={}", "%C3%A9".repeat(600)));
+        assert!(e.len() < 200, "{e}");
+    }
+
+    #[test]
+    fn good_result_queries_decode_as_forms_do() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (q, cursor, limit) = results_query(
+            Some("probe=vllm-chat&location=eu.1&since=2027-01-15T10:00:00%2B02:00&until=1800000001&limit=5&cursor=17.3&"),
+            now,
+        )
+        .unwrap();
+        assert_eq!(q.probe.as_deref(), Some("vllm-chat"));
+        assert_eq!(q.location.as_deref(), Some("eu.1"));
+        assert_eq!(q.since, now);
+        assert_eq!(q.until, now + Duration::from_secs(1));
+        assert_eq!((cursor.map(Cursor::encode), limit), (Some("17.3".to_owned()), 5));
+        let (q, cursor, limit) = results_query(None, now).unwrap();
+        assert_eq!((q.probe, cursor.is_none(), limit), (None, true, RESULTS_LIMIT.0));
+        // With the clock at the epoch, the default `since` is the epoch, not a day before
+        // it (which could not be printed).
+        let (q, _, _) = results_query(None, SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(q.since, SystemTime::UNIX_EPOCH);
+        let _ = humantime::format_rfc3339_millis(q.since).to_string();
+    }
+
+    #[test]
+    fn probe_names_in_paths_are_label_values() {
+        assert_eq!(probe_name("vllm-chat.eu_1"), Ok("vllm-chat.eu_1"));
+        for bad in ["", "a b", "a\0b", "<script>", "é", &"a".repeat(65)] {
+            assert!(
+                probe_name(bad).unwrap_err().contains("not a probe name"),
+                "{bad:?}"
+            );
+        }
+        assert!(probe_name(&"x".repeat(100_000)).unwrap_err().len() < 200);
     }
 }

@@ -6,7 +6,10 @@
 //! lose a page or send one twice; WAL mode survives a process crash with
 //! `synchronous=NORMAL`; SQL fits the history queries of the status page and report; and
 //! an operator can open the file with the `sqlite3` shell. One agent owns a data
-//! directory: a lock file stops a second one from sending the same pages.
+//! directory, so that a second one cannot send the same pages: it holds an advisory
+//! lock (`flock`) on the directory itself, which no `rm` can take away (a directory
+//! holding the database cannot be removed), and on the lock file `inferprobe.lock`,
+//! which older versions lock and which tells an operator what holds the directory.
 //!
 //! The store knows nothing of alerts: states and notifications are opaque JSON text.
 
@@ -23,7 +26,7 @@ use super::history::{from_unix_ms, unix_ms};
 pub enum StoreError {
     #[error("cannot create the data directory {path}: {source}")]
     CreateDir { path: PathBuf, source: std::io::Error },
-    #[error("the data directory {path} is in use by another inferprobe (lock file {lock})")]
+    #[error("the data directory {path} is in use by another inferprobe (it holds the lock on {lock})")]
     Locked { path: PathBuf, lock: PathBuf },
     #[error("cannot lock {path}: {source}")]
     Lock { path: PathBuf, source: std::io::Error },
@@ -49,8 +52,8 @@ pub struct Pending {
 pub struct Store {
     path: PathBuf,
     conn: Mutex<Connection>,
-    /// Held (locked) for the store's life.
-    _lock: File,
+    /// Held (locked) for the store's life: the directory, and the lock file.
+    _locks: Vec<File>,
 }
 
 impl std::fmt::Debug for Store {
@@ -78,6 +81,24 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_by_receiver ON outbox (receiver, id);
 ";
 
+/// An exclusive advisory lock on `path` (the data directory `dir` or a file in it),
+/// opened as `file`.
+fn take_lock(dir: &Path, path: &Path, file: std::io::Result<File>) -> Result<File, StoreError> {
+    let lock_err = |source| StoreError::Lock {
+        path: path.to_owned(),
+        source,
+    };
+    let file = file.map_err(lock_err)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: dir.to_owned(),
+            lock: path.to_owned(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(lock_err(source)),
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
@@ -85,26 +106,14 @@ impl Store {
             path: dir.to_owned(),
             source,
         })?;
-        let lock_path = dir.join("inferprobe.lock");
-        let lock = File::create(&lock_path).map_err(|source| StoreError::Lock {
-            path: lock_path.clone(),
-            source,
-        })?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked {
-                    path: dir.to_owned(),
-                    lock: lock_path,
-                });
-            }
-            Err(std::fs::TryLockError::Error(source)) => {
-                return Err(StoreError::Lock {
-                    path: lock_path,
-                    source,
-                });
-            }
+        let mut locks = Vec::new();
+        // The directory first: deleting the lock file (or the whole directory's files)
+        // cannot release it. Unix only: elsewhere a directory cannot be opened as a file.
+        if cfg!(unix) {
+            locks.push(take_lock(dir, dir, File::open(dir))?);
         }
+        let lock_path = dir.join("inferprobe.lock");
+        locks.push(take_lock(dir, &lock_path, File::create(&lock_path))?);
         let path = dir.join("inferprobe.db");
         let open_err = |source| StoreError::Open {
             path: path.clone(),
@@ -123,7 +132,7 @@ impl Store {
         Ok(Store {
             path,
             conn: Mutex::new(conn),
-            _lock: lock,
+            _locks: locks,
         })
     }
 
@@ -326,6 +335,20 @@ mod tests {
         let _first = Store::open(&dir).unwrap();
         match Store::open(&dir) {
             Err(StoreError::Locked { .. }) => {}
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn deleting_the_lock_file_does_not_free_the_data_directory() {
+        let dir = temp_dir("lock-deleted");
+        let _first = Store::open(&dir).unwrap();
+        std::fs::remove_file(dir.join("inferprobe.lock")).unwrap();
+        match Store::open(&dir) {
+            Err(e @ StoreError::Locked { .. }) => {
+                assert!(e.to_string().contains("in use by another inferprobe"), "{e}");
+            }
             other => panic!("expected Locked, got {other:?}"),
         }
         let _ = std::fs::remove_dir_all(&dir);
