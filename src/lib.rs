@@ -233,6 +233,7 @@ impl Agent {
         let mut summary = ReloadSummary::default();
         // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
         self.build.roots = TlsRoots::system();
+        self.build.redactor = Arc::new(crate::redact::Redactor::for_config(config));
         let mut built = Vec::new();
         for p in &config.probes {
             match self.running.get(&p.name) {
@@ -253,13 +254,14 @@ impl Agent {
         let receivers = config
             .receivers
             .iter()
-            .map(|c| Receiver::build(c.clone(), &self.build.roots))
+            .map(|c| Receiver::build(c.clone(), &self.build.roots, self.build.redactor.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let pusher = match &config.agent.remote_write {
             Some(rw) if self.push.as_ref().is_none_or(|p| p.config != *rw) => Some(
                 Pusher::build(
                     rw.clone(),
                     &self.build.roots,
+                    self.build.redactor.clone(),
                     self.metrics.clone(),
                     self.instance.clone(),
                 )
@@ -723,7 +725,7 @@ pub fn log_outcome(outcome: &Outcome) {
             status = o.http_status,
             ttft_ms = ms(o.ttft()),
             total_ms = ms(o.total()),
-            message = %f.message,
+            error = %f.message,
             "Probe run failed."
         ),
     }

@@ -14,10 +14,12 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use inferprobe::alert::{Alert, Event, Notification};
 use inferprobe::config::{self, Config, Severity};
+use inferprobe::human::{printable, printable_text};
 use inferprobe::net::TlsRoots;
 use inferprobe::notify::{Delivery, Receiver};
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
+use inferprobe::redact::Redactor;
 use inferprobe::report::{self, Report};
 use inferprobe::schedule::Shard;
 use inferprobe::simulate::{self, Script};
@@ -220,9 +222,26 @@ fn init_logging(format: LogFormat, filter: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.init(),
+        LogFormat::Text => builder.fmt_fields(text_log_fields()).init(),
+        // serde escapes control characters in JSON strings.
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+}
+
+/// Text log fields as tracing prints them (`message key=value ...`), each value made
+/// printable: a server's words in a field cannot recolour the terminal, erase the
+/// log or fake a log line of their own.
+fn text_log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let value = printable(&format!("{value:?}"));
+        if field.name() == "message" {
+            write!(w, "{value}")
+        } else {
+            write!(w, "{field}={value}")
+        }
+    })
+    .delimited(" ")
 }
 
 fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
@@ -453,7 +472,11 @@ async fn once(path: &Path, only: &[String], format: OutputFormat, location: Opti
         config.probes.retain(|p| only.contains(&p.name));
     }
     let location = location_of(location, &config);
-    let probes = match build_probes(&config, &location, &BuildContext::new()) {
+    let cx = BuildContext {
+        redactor: std::sync::Arc::new(Redactor::for_config(&config)),
+        ..BuildContext::new()
+    };
+    let probes = match build_probes(&config, &location, &cx) {
         Ok(p) => p,
         Err((probe, e)) => {
             eprintln!("error: probe \"{probe}\": {e}");
@@ -542,7 +565,9 @@ fn print_table(outcomes: &[Outcome]) {
     }
     for o in outcomes {
         if let Some(f) = o.observation.failure() {
-            println!("{}: {}: {}", o.probe.name, f.reason, f.message);
+            // Messages are made printable where they are made; this edge holds for
+            // any message that did not come through a probe run.
+            println!("{}: {}: {}", o.probe.name, f.reason, printable(&f.message));
         }
     }
 }
@@ -618,7 +643,7 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
                 return ExitCode::from(EXIT_BAD_CONFIG);
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", printable(&e.to_string()));
                 return ExitCode::FAILURE;
             }
         },
@@ -645,7 +670,9 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        None => print!("{text}"),
+        // The report quotes endpoints' messages, from a history that older versions
+        // may have written raw.
+        None => print!("{}", printable_text(&text)),
     }
     ExitCode::SUCCESS
 }
@@ -820,13 +847,14 @@ async fn test_alert(
         Event::Firing
     };
     let roots = TlsRoots::system();
+    let redactor = std::sync::Arc::new(Redactor::for_config(&config));
     let mut all_ok = true;
     for rc in config
         .receivers
         .iter()
         .filter(|r| only.is_empty() || only.contains(&r.name))
     {
-        let receiver = match Receiver::build(rc.clone(), &roots) {
+        let receiver = match Receiver::build(rc.clone(), &roots, redactor.clone()) {
             Ok(r) => r,
             Err(e) => {
                 println!("{:<20} FAILED    {e}", rc.name);
@@ -854,7 +882,8 @@ async fn test_alert(
             tokio::time::sleep(wait.min(Duration::from_secs(5))).await;
             result = receiver.send(&n, std::time::SystemTime::now()).await;
         }
-        let target = format!("{} {}", rc.kind.as_str(), rc.host);
+        // A `${VAR}` host is a secret; `why` is cleaned and printable already.
+        let target = format!("{} {}", rc.kind.as_str(), redactor.clean(&rc.host));
         match result {
             Delivery::Accepted => println!("{:<20} accepted  ({target})", rc.name),
             Delivery::Retry { why, .. } => {

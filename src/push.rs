@@ -175,8 +175,8 @@ pub struct Pusher {
     client: reqwest::Client,
     metrics: Arc<Metrics>,
     instance: String,
-    /// Our credentials, removed from what the receiver answers before it is logged.
-    redactor: Redactor,
+    /// The config's secrets, removed from what the receiver answers before it is logged.
+    redactor: Arc<Redactor>,
 }
 
 enum Outcome {
@@ -194,22 +194,12 @@ impl Pusher {
     pub fn build(
         config: RemoteWriteConfig,
         roots: &TlsRoots,
+        redactor: Arc<Redactor>,
         metrics: Arc<Metrics>,
         instance: String,
     ) -> Result<Pusher, BuildError> {
         let client = control_plane_client(roots, config.ca_file.as_deref(), config.timeout)?;
         let instance = config.instance.clone().unwrap_or(instance);
-        let mut redactor = Redactor::default();
-        redactor.add_url(config.url.expose());
-        if let Some((user, password)) = &config.basic_auth {
-            redactor.add_basic(user, password.expose());
-        }
-        if let Some(token) = &config.bearer_token {
-            redactor.add(token.expose());
-        }
-        for (_, value) in &config.headers {
-            redactor.add(value.expose());
-        }
         Ok(Pusher {
             config,
             client,
@@ -356,7 +346,8 @@ impl Pusher {
         let status = response.status().as_u16();
         let after = retry_after(&response);
         let text = read_capped(response).await;
-        let why = format!("HTTP {status}: {}", self.redactor.clean(text.trim()));
+        // The read is capped: the body may end in a secret's start.
+        let why = format!("HTTP {status}: {}", self.redactor.clean_cut(text.trim()));
         match status {
             200..=299 => Outcome::Sent,
             429 | 500..=599 => Outcome::Retry(after, why),
