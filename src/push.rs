@@ -221,7 +221,7 @@ impl Pusher {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut retry_at: Option<tokio::time::Instant> = None;
         let mut attempts = 0u32;
-        tracing::info!(host = %self.config.host, interval = ?self.config.interval, "Pushing metrics with remote_write.");
+        tracing::info!(host = %self.redactor.clean(&self.config.host), interval = ?self.config.interval, "Pushing metrics with remote_write.");
         loop {
             let retry = async {
                 match retry_at {
@@ -303,7 +303,7 @@ impl Pusher {
                 Outcome::Rejected(why) => {
                     self.metrics.push_request("rejected");
                     self.metrics.push_samples("dropped_rejected", samples);
-                    tracing::error!(host = %self.config.host, error = %why, "remote_write rejected a request; dropped (a 4xx is not retried).");
+                    tracing::error!(host = %self.redactor.clean(&self.config.host), error = %why, "remote_write rejected a request; dropped (a 4xx is not retried).");
                     if let Some((b, _)) = front.bodies.pop_front() {
                         front.bytes -= b.len();
                     }
@@ -314,7 +314,7 @@ impl Pusher {
                     // A Retry-After is honoured, up to our own longest wait.
                     let wait = backoff(*attempts, self.config.max_backoff)
                         .max(after.unwrap_or_default().min(self.config.max_backoff));
-                    tracing::warn!(host = %self.config.host, error = %why, retry_in = ?wait, "remote_write failed; will retry.");
+                    tracing::warn!(host = %self.redactor.clean(&self.config.host), error = %why, retry_in = ?wait, "remote_write failed; will retry.");
                     return Some(tokio::time::Instant::now() + wait);
                 }
             }
