@@ -224,26 +224,52 @@ fn init_logging(format: LogFormat, filter: &str) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.fmt_fields(text_log_fields()).init(),
+        LogFormat::Text => builder.fmt_fields(PrintableFields).init(),
         // serde escapes control characters in JSON strings.
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
 }
 
-/// Text log fields as tracing prints them (`message key=value ...`), each value made
-/// printable: a server's words in a field cannot recolour the terminal, erase the
-/// log or fake a log line of their own.
-fn text_log_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
-    use tracing_subscriber::field::MakeExt as _;
-    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
-        let value = printable(&format!("{value:?}"));
-        if field.name() == "message" {
-            write!(w, "{value}")
-        } else {
-            write!(w, "{field}={value}")
+/// Text log fields as tracing prints them (`message key=value ...`, the `log.*`
+/// fields of bridged `log` records left out), each value made printable: a server's
+/// words in a field cannot recolour the terminal, erase the log or fake a log line.
+struct PrintableFields;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for PrintableFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut visitor = PrintableVisitor {
+            writer,
+            result: Ok(()),
+            first: true,
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct PrintableVisitor<'w> {
+    writer: tracing_subscriber::fmt::format::Writer<'w>,
+    result: std::fmt::Result,
+    first: bool,
+}
+
+impl tracing::field::Visit for PrintableVisitor<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if self.result.is_err() || field.name().starts_with("log.") {
+            return;
         }
-    })
-    .delimited(" ")
+        let value = printable(&format!("{value:?}"));
+        let sep = if std::mem::take(&mut self.first) { "" } else { " " };
+        self.result = if field.name() == "message" {
+            write!(self.writer, "{sep}{value}")
+        } else {
+            write!(self.writer, "{sep}{}={value}", field.name())
+        };
+    }
 }
 
 fn load_or_report(path: &Path) -> Result<Config, ExitCode> {

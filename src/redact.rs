@@ -82,12 +82,14 @@ impl Redactor {
         r
     }
 
-    /// A probe's header values and the secret parts of its URL.
+    /// A probe's header values and the secret parts of its URL. Its path is shown on
+    /// every page, so a long path segment (a model or deployment name) is not taken
+    /// for a token here: a secret in a probe's path comes through `${VAR}`.
     pub fn add_probe(&mut self, p: &ProbeConfig) {
         for (_, value) in &p.headers {
             self.add(value.expose());
         }
-        self.add_url(&p.url.to_string());
+        self.add_url_parts(&p.url.to_string(), false);
     }
 
     pub fn add_receiver(&mut self, rc: &ReceiverConfig) {
@@ -125,6 +127,10 @@ impl Redactor {
     /// either), every query value, and long path segments (webhook URLs such as
     /// Slack's carry their token in the path).
     pub fn add_url(&mut self, url: &str) {
+        self.add_url_parts(url, true);
+    }
+
+    fn add_url_parts(&mut self, url: &str, long_segments: bool) {
         let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
         let (authority, rest) = after_scheme
             .split_once('/')
@@ -143,7 +149,7 @@ impl Redactor {
             // Form encoding writes a space as `+`.
             self.push(&percent_decode(&v.replace('+', " ")));
         }
-        for segment in path.split('/') {
+        for segment in path.split('/').filter(|_| long_segments) {
             if segment.len() >= 2 * MIN_SECRET {
                 self.push(segment);
             }
@@ -379,10 +385,30 @@ fn is_boundary(b: u8) -> bool {
         )
 }
 
-/// Byte ranges of the masks and ellipses of `text`: a run of `*`, `•`, `…` and `.`
-/// that holds `*`, `•` or `…`, or at least two dots.
+/// Byte ranges of the masks and ellipses of `text`: a run of `*`, `•`, `#`, `…` and
+/// `.` that holds one of the first four or at least two dots, and a run of four `x`
+/// or more (`sk-xxxxxxxx1234`).
 fn mask_runs(text: &str) -> Vec<(usize, usize)> {
     let mut runs = Vec::new();
+    let mut xs: Option<(usize, usize)> = None;
+    for (i, c) in text.char_indices() {
+        match (c == 'x' || c == 'X', xs) {
+            (true, None) => xs = Some((i, 1)),
+            (true, Some((s, n))) => xs = Some((s, n + 1)),
+            (false, Some((s, n))) => {
+                if n >= 4 {
+                    runs.push((s, i));
+                }
+                xs = None;
+            }
+            (false, None) => {}
+        }
+    }
+    if let Some((s, n)) = xs
+        && n >= 4
+    {
+        runs.push((s, text.len()));
+    }
     let mut start: Option<usize> = None;
     let mut strong = false;
     let mut dots = 0;
@@ -392,7 +418,7 @@ fn mask_runs(text: &str) -> Vec<(usize, usize)> {
         }
     };
     for (i, c) in text.char_indices() {
-        let mask = matches!(c, '*' | '•' | '…' | '.');
+        let mask = matches!(c, '*' | '•' | '…' | '.' | '#');
         match (mask, start) {
             (true, None) => {
                 start = Some(i);
@@ -426,8 +452,14 @@ fn forms_of(secret: &str) -> Vec<String> {
     if secret.contains('/') {
         forms.push(secret.replace('/', "\\/"));
     }
+    forms.push(secret.bytes().map(|b| format!("{b:02x}")).collect());
     for core in base64_cores(secret.as_bytes()) {
         forms.push(core.replace('+', "-").replace('/', "_"));
+        // A base64 value in a query string.
+        let encoded = percent_encode(&core);
+        if encoded != core {
+            forms.push(encoded);
+        }
         forms.push(core);
     }
     forms
@@ -576,6 +608,18 @@ mod tests {
         }
     }
 
+    #[test]
+    fn hex_and_query_encoded_base64_are_redacted() {
+        let r = redactor();
+        let hex: String = TOKEN.bytes().map(|b| format!("{b:02X}")).collect();
+        assert_clean(&r, &format!("dump {hex}"), &[&hex[4..hex.len() - 4]]);
+        let b64 = STANDARD.encode(format!("Bearer {TOKEN}"));
+        let in_query = b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D");
+        let out = r.clean(&format!("GET /?auth={in_query}"));
+        assert!(out.contains(REDACTED), "{out}");
+        assert!(!out.contains(&in_query[12..in_query.len() - 6]), "{out}");
+    }
+
     const STANDARD_NO_PAD_ENGINE: base64::engine::GeneralPurpose =
         base64::engine::general_purpose::STANDARD_NO_PAD;
 
@@ -589,6 +633,8 @@ mod tests {
             format!("key ••••{tail}"),
             format!("key {}…{tail}", &TOKEN[..7]),
             format!("key {}****", &TOKEN[..10]),
+            format!("key sk-xxxxxxxxxxxx{tail}"),
+            format!("key ####{tail}"),
         ] {
             let out = r.clean(&text);
             assert!(!out.contains(tail) || text.ends_with("****"), "{out}");

@@ -240,4 +240,29 @@ mod tests {
         let cleaned = r.clean("got tok-123456789, abc%2Fdef%2Bghi and abc/def+ghi");
         assert_eq!(cleaned, "got <redacted>, <redacted> and <redacted>");
     }
+
+    /// A `${VAR}` in a URL's path or host is a secret wherever the probe is shown; the
+    /// rest of the path (a long model name included) is shown as written.
+    #[test]
+    fn shown_endpoints_hide_substituted_values_and_keep_the_rest() {
+        let text = "probes:\n  - name: a\n    kind: http\n    url: http://h.example/v2/models/llama-3-8b-instruct-long/infer/${TOKEN}?key=${KEY}\n  - name: b\n    kind: http\n    url: https://${HOST}:8443/health\n";
+        let env = |n: &str| match n {
+            "TOKEN" => Some("tok-abcdefgh12".to_owned()),
+            "KEY" => Some("k".repeat(10)),
+            "HOST" => Some("tenant-secret.example.net".to_owned()),
+            _ => None,
+        };
+        let config = crate::config::parse(text, std::path::Path::new("t.yaml"), &env).unwrap();
+        let cx = BuildContext {
+            redactor: Arc::new(Redactor::for_config(&config)),
+            ..BuildContext::new()
+        };
+        let a = ReadyProbe::build(&config.probes[0], "x", &cx).unwrap();
+        assert_eq!(
+            a.identity.endpoint,
+            "http://h.example/v2/models/llama-3-8b-instruct-long/infer/<redacted>"
+        );
+        let b = ReadyProbe::build(&config.probes[1], "x", &cx).unwrap();
+        assert_eq!(b.identity.endpoint, "https://<redacted>:8443/health");
+    }
 }
