@@ -20,7 +20,7 @@
 //! replacing them would garble messages. Text is redacted before it is cut
 //! ([`Redactor::shorten`]), so a cut never leaves a secret's start behind.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
@@ -39,9 +39,11 @@ pub const REDACTED: &str = "<redacted>";
 #[derive(Default, Clone)]
 pub struct Redactor {
     /// The values as configured, each once.
-    secrets: Vec<String>,
+    secrets: HashSet<String>,
     /// Every form searched for, ASCII lower-cased.
     forms: Vec<String>,
+    /// The forms whose pieces are searched for too (as written, percent-encoded).
+    pieces: Vec<String>,
     /// Built on first use after a change.
     index: OnceLock<Arc<Index>>,
 }
@@ -49,8 +51,8 @@ pub struct Redactor {
 /// The forms compiled for search.
 struct Index {
     whole: Option<AhoCorasick>,
-    /// Every 4-byte window of every form: (form, offset). Pieces of secrets are found
-    /// from a window at the place where a piece would end or start.
+    /// Every 4-byte window of every piece form: (form, offset). Pieces of secrets are
+    /// found from a window at the place where a piece would end or start.
     grams: HashMap<[u8; MIN_FRAGMENT], Vec<(u32, u32)>>,
 }
 
@@ -164,16 +166,17 @@ impl Redactor {
     }
 
     fn push(&mut self, secret: &str) {
-        if secret.len() < MIN_SECRET || self.secrets.iter().any(|s| s == secret) {
+        if secret.len() < MIN_SECRET || !self.secrets.insert(secret.to_owned()) {
             return;
         }
-        self.secrets.push(secret.to_owned());
-        for form in forms_of(secret) {
+        let (pieces, others) = forms_of(secret);
+        for form in pieces.iter().chain(&others) {
             let form = form.to_ascii_lowercase();
-            if form.len() >= MIN_SECRET && !self.forms.contains(&form) {
+            if form.len() >= MIN_SECRET {
                 self.forms.push(form);
             }
         }
+        self.pieces.extend(pieces.iter().map(|p| p.to_ascii_lowercase()));
         self.index = OnceLock::new();
     }
 
@@ -191,7 +194,7 @@ impl Redactor {
                     .expect("literal patterns always build")
             });
             let mut grams: HashMap<[u8; MIN_FRAGMENT], Vec<(u32, u32)>> = HashMap::new();
-            for (i, form) in self.forms.iter().enumerate() {
+            for (i, form) in self.pieces.iter().enumerate() {
                 for (pos, w) in form.as_bytes().windows(MIN_FRAGMENT).enumerate() {
                     let gram: [u8; MIN_FRAGMENT] = w.try_into().expect("window size");
                     grams.entry(gram).or_default().push((i as u32, pos as u32));
@@ -237,7 +240,14 @@ impl Redactor {
         }
         let index = self.index();
         let out = match &index.whole {
-            Some(ac) => ac.replace_all(text, &vec![REDACTED; self.forms.len()]),
+            Some(ac) => {
+                let mut out = String::with_capacity(text.len());
+                ac.replace_all_with(text, &mut out, |_, _, out| {
+                    out.push_str(REDACTED);
+                    true
+                });
+                out
+            }
             None => text.to_owned(),
         };
         // Pieces, found from the places a piece can sit: (start, end) ranges to drop.
@@ -316,7 +326,7 @@ impl Redactor {
         let gram = lower_gram(&b[end - MIN_FRAGMENT..end]);
         let mut best = end;
         for &(f, pos) in self.index().grams.get(&gram).into_iter().flatten() {
-            let form = self.forms[f as usize].as_bytes();
+            let form = self.pieces[f as usize].as_bytes();
             let len = pos as usize + MIN_FRAGMENT;
             if len < min || len >= form.len() || len > end || end - len >= best {
                 continue;
@@ -339,7 +349,7 @@ impl Redactor {
         let gram = lower_gram(&b[start..start + MIN_FRAGMENT]);
         let mut best = start;
         for &(f, pos) in self.index().grams.get(&gram).into_iter().flatten() {
-            let form = self.forms[f as usize].as_bytes();
+            let form = self.pieces[f as usize].as_bytes();
             let pos = pos as usize;
             let len = form.len() - pos;
             if pos == 0 || len < min || start + len > b.len() || start + len <= best {
@@ -446,19 +456,23 @@ fn mask_runs(text: &str) -> Vec<(usize, usize)> {
     runs
 }
 
-/// The forms a secret is echoed in, before lower-casing.
-fn forms_of(secret: &str) -> Vec<String> {
-    let mut forms = vec![secret.to_owned()];
+/// The forms a secret is echoed in, before lower-casing: those whose pieces matter
+/// (a start before a cut, a tail after a mask), and the others.
+fn forms_of(secret: &str) -> (Vec<String>, Vec<String>) {
+    let mut pieces = vec![secret.to_owned()];
     let encoded = percent_encode(secret);
     if encoded != secret {
-        forms.push(encoded);
+        pieces.push(encoded);
     }
+    let mut forms = Vec::new();
     if secret.contains('/') {
         forms.push(secret.replace('/', "\\/"));
     }
     forms.push(secret.bytes().map(|b| format!("{b:02x}")).collect());
     for core in base64_cores(secret.as_bytes()) {
-        forms.push(core.replace('+', "-").replace('/', "_"));
+        if core.contains(['+', '/']) {
+            forms.push(core.replace('+', "-").replace('/', "_"));
+        }
         // A base64 value in a query string.
         let encoded = percent_encode(&core);
         if encoded != core {
@@ -466,7 +480,7 @@ fn forms_of(secret: &str) -> Vec<String> {
         }
         forms.push(core);
     }
-    forms
+    (pieces, forms)
 }
 
 /// The part of the base64 text that depends on `secret` alone, for each of the three
