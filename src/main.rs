@@ -222,7 +222,7 @@ fn init_logging(format: LogFormat, filter: &str) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_writer(|| RedactingStderr(Vec::new()));
     match format {
         LogFormat::Text => builder.fmt_fields(PrintableFields).init(),
         // serde escapes control characters in JSON strings.
@@ -272,6 +272,45 @@ impl tracing::field::Visit for PrintableVisitor<'_> {
     }
 }
 
+/// The secrets of the config last loaded, removed from every log line: our fields are
+/// cleaned where server words enter, but a dependency's debug line (the HTTP client
+/// naming the host it connects to) may show a `${VAR}` host too. Process-wide because
+/// the log subscriber it serves is.
+static LOG_SECRETS: std::sync::RwLock<Option<std::sync::Arc<Redactor>>> = std::sync::RwLock::new(None);
+
+fn set_log_secrets(config: &Config) {
+    if let Ok(mut s) = LOG_SECRETS.write() {
+        *s = Some(std::sync::Arc::new(Redactor::for_config(config)));
+    }
+}
+
+/// One log line, written to stderr redacted when it is complete (tracing writes each
+/// event through a fresh writer and drops it).
+struct RedactingStderr(Vec<u8>);
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactingStderr {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let secrets = LOG_SECRETS.read().ok().and_then(|s| s.clone());
+        let line = match secrets {
+            Some(r) => r.clean(&text),
+            None => text.into_owned(),
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+}
+
 fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
     let config = config::load(path).map_err(|errors| {
         for e in &errors.0 {
@@ -279,6 +318,7 @@ fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
         }
         ExitCode::from(EXIT_BAD_CONFIG)
     })?;
+    set_log_secrets(&config);
     log_warnings(&config);
     Ok(config)
 }
@@ -456,6 +496,7 @@ fn sharded(mut config: Config, shard: Shard) -> Config {
 fn reload(agent: &mut Agent, path: &Path, shard: Shard) {
     let config = match config::load(path) {
         Ok(c) => {
+            set_log_secrets(&c);
             log_warnings(&c);
             sharded(c, shard)
         }

@@ -242,10 +242,14 @@ impl Redactor {
         let out = match &index.whole {
             Some(ac) => {
                 let mut out = String::with_capacity(text.len());
-                ac.replace_all_with(text, &mut out, |_, _, out| {
+                let mut at = 0;
+                for m in ac.find_iter(text) {
+                    let start = escape_start(text, m.start()).max(at);
+                    out.push_str(&text[at..start]);
                     out.push_str(REDACTED);
-                    true
-                });
+                    at = m.end();
+                }
+                out.push_str(&text[at..]);
                 out
             }
             None => text.to_owned(),
@@ -304,7 +308,7 @@ impl Redactor {
                 e = e.max(drop[i].1);
                 i += 1;
             }
-            let s = s.max(at);
+            let s = escape_start(&out, s).max(at);
             if e <= s {
                 continue;
             }
@@ -362,6 +366,18 @@ impl Redactor {
         }
         best
     }
+}
+
+/// Where a redaction starting at `start` must start: before a backslash that would
+/// otherwise escape the marker's `<` (`"\nsecret"` in a JSON log line must stay JSON).
+fn escape_start(text: &str, start: usize) -> usize {
+    let backslashes = text.as_bytes()[..start]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'\\')
+        .count();
+    // An even run is escaped backslashes; an odd one ends with an escape.
+    start - backslashes % 2
 }
 
 fn lower_gram(w: &[u8]) -> [u8; MIN_FRAGMENT] {
@@ -783,6 +799,18 @@ mod tests {
         // A longer piece at a word's end is a secret's even with no cut marked.
         let out = r.clean(&format!("token '{}' rejected", &TOKEN[..9]));
         assert_eq!(out, "token '<redacted>' rejected");
+    }
+
+    /// A secret right after a JSON escape (`\n` then the token) leaves a JSON line valid.
+    #[test]
+    fn json_text_stays_json() {
+        let mut r = Redactor::default();
+        r.add("nsecret-1234567");
+        let line = serde_json::json!({"error": "a\nsecret-1234567 and \\nsecret-12345…"}).to_string();
+        let out = r.clean(&line);
+        assert!(out.contains(REDACTED), "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert!(!v["error"].as_str().unwrap().contains("secret-1"), "{v}");
     }
 
     #[test]

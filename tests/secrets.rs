@@ -158,6 +158,10 @@ receivers:
     headers:
       Authorization: Bearer {m7}
     max_backoff: 1s
+  - name: hook-host
+    kind: webhook
+    url: http://${{SECRET_HOST}}:{port}/hook
+    max_backoff: 1s
   - name: hook-b64
     kind: webhook
     url: http://{rejecting}/form/b64
