@@ -71,6 +71,28 @@ pub fn printable_text(s: &str) -> String {
     neutralise(s, true)
 }
 
+/// Serialized JSON safe to print: serde escapes C0 controls inside strings but leaves
+/// DEL, C1 controls and the bidirectional controls raw; they become `\uXXXX` escapes,
+/// which keep the JSON valid and its strings unchanged. Line breaks and tabs outside
+/// strings are the document's own layout and stay.
+pub fn printable_json(json: &str) -> String {
+    if !json
+        .chars()
+        .any(|c| is_unsafe(c) && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return json.to_owned();
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if is_unsafe(c) && !matches!(c, '\n' | '\r' | '\t') {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn neutralise(s: &str, keep_newlines: bool) -> String {
     if !s.chars().any(|c| is_unsafe(c) || c == '\t') {
         return s.to_owned();
@@ -164,6 +186,11 @@ mod tests {
         assert!(!one.chars().any(is_unsafe), "{one}");
         let doc = printable_text("| a |\r\n| \u{1b}[31mb |\n");
         assert_eq!(doc, "| a |\n| \\u{1b}[31mb |\n");
+        let v = serde_json::json!({"probe": "a\u{202e}b\u{9b}c\u{7f}\u{1b}d\ne"});
+        let json = printable_json(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(!json.chars().any(|c| is_unsafe(c) && c != '\n'), "{json}");
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, v, "the strings are unchanged");
         // Ordinary text, accents and emoji included, is untouched.
         let plain = "Paris — café ✅ 東京";
         assert_eq!(printable(plain), plain);

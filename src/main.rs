@@ -14,7 +14,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use inferprobe::alert::{Alert, Event, Notification};
 use inferprobe::config::{self, Config, Severity};
-use inferprobe::human::{printable, printable_text};
+use inferprobe::human::{printable, printable_json, printable_text};
 use inferprobe::net::TlsRoots;
 use inferprobe::notify::{Delivery, Receiver};
 use inferprobe::outcome::Outcome;
@@ -569,7 +569,7 @@ async fn once(path: &Path, only: &[String], format: OutputFormat, location: Opti
     match format {
         OutputFormat::Json => {
             for o in &outcomes {
-                println!("{}", o.to_json());
+                println!("{}", printable_json(&o.to_json().to_string()));
             }
         }
         OutputFormat::Table => print_table(&outcomes),
@@ -741,6 +741,7 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
         }
         // The report quotes endpoints' messages, from a history that older versions
         // may have written raw.
+        None if matches!(request.format, ReportFormat::Json) => print!("{}", printable_json(&text)),
         None => print!("{}", printable_text(&text)),
     }
     ExitCode::SUCCESS
