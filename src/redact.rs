@@ -750,6 +750,19 @@ mod tests {
                 !masked.contains(&format!("{mask}{tail}")),
                 "round {round}: the tail of {secret:?} left in {masked:?}"
             );
+            // Multi-byte characters around and between pieces: never a panic, never
+            // a broken character.
+            const NOISE: [&str; 8] = ["é", "€", "😀", "…", "•", "*", "\\", " "];
+            let mut noisy = String::new();
+            for _ in 0..12 {
+                noisy.push_str(NOISE[next(NOISE.len())]);
+                let a = next(secret.len());
+                let b = (a + 1 + next(secret.len() - a)).min(secret.len());
+                noisy.push_str(&secret[a..b]);
+            }
+            for cleaned in [r.clean(&noisy), r.clean_cut(&noisy), r.shorten(&noisy, next(40))] {
+                assert!(!cleaned.contains(&secret), "round {round}: {cleaned:?}");
+            }
         }
     }
 
