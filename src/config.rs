@@ -86,8 +86,8 @@ pub struct Config {
     pub other_shards: Vec<String>,
     /// Allowed but risky settings, positioned like errors.
     pub warnings: Vec<ConfigError>,
-    /// Every value a `${VAR}` put into the file, wherever it went (a URL's host or
-    /// path, a body, a header): all are treated as secrets.
+    /// Every value a `${VAR}` put into the file, wherever it went (any part of a URL,
+    /// a header, a key or password): all are treated as secrets.
     pub secrets: Vec<Secret>,
 }
 
