@@ -88,8 +88,8 @@ impl Redactor {
     /// every page, so a long path segment (a model or deployment name) is not taken
     /// for a token here: a secret in a probe's path comes through `${VAR}`.
     pub fn add_probe(&mut self, p: &ProbeConfig) {
-        for (_, value) in &p.headers {
-            self.add(value.expose());
+        for (name, value) in &p.headers {
+            self.add_header(name, value.expose());
         }
         self.add_url_parts(&p.url.to_string(), false);
     }
@@ -99,8 +99,8 @@ impl Redactor {
         if let Some(key) = &rc.routing_key {
             self.add(key.expose());
         }
-        for (_, value) in &rc.headers {
-            self.add(value.expose());
+        for (name, value) in &rc.headers {
+            self.add_header(name, value.expose());
         }
     }
 
@@ -112,8 +112,8 @@ impl Redactor {
         if let Some(token) = &rw.bearer_token {
             self.add(token.expose());
         }
-        for (_, value) in &rw.headers {
-            self.add(value.expose());
+        for (name, value) in &rw.headers {
+            self.add_header(name, value.expose());
         }
     }
 
@@ -122,6 +122,31 @@ impl Redactor {
     pub fn add(&mut self, value: &str) {
         for part in std::iter::once(value).chain(value.split_whitespace()) {
             self.push(part);
+        }
+    }
+
+    /// A configured header. Every value is redacted whole, but the values of headers
+    /// that describe the request (`Content-Type: application/json`, `User-Agent`, an
+    /// API version) are words, not credentials: their pieces are not looked for, or
+    /// every "application" at a word's end would be taken for a cut secret.
+    fn add_header(&mut self, name: &http::HeaderName, value: &str) {
+        const DESCRIPTIVE: [&str; 11] = [
+            "accept",
+            "accept-encoding",
+            "accept-language",
+            "anthropic-beta",
+            "anthropic-version",
+            "cache-control",
+            "connection",
+            "content-encoding",
+            "content-type",
+            "openai-beta",
+            "user-agent",
+        ];
+        if DESCRIPTIVE.contains(&name.as_str()) {
+            self.push_as(value, false);
+        } else {
+            self.add(value);
         }
     }
 
@@ -166,10 +191,21 @@ impl Redactor {
     }
 
     fn push(&mut self, secret: &str) {
+        self.push_as(secret, true);
+    }
+
+    /// `pieces`: whether a secret's start before a cut or tail after a mask is
+    /// looked for too.
+    fn push_as(&mut self, secret: &str, with_pieces: bool) {
         if secret.len() < MIN_SECRET || !self.secrets.insert(secret.to_owned()) {
             return;
         }
-        let (pieces, others) = forms_of(secret);
+        let (mut pieces, others) = forms_of(secret);
+        let others: Vec<String> = if with_pieces {
+            others
+        } else {
+            pieces.drain(..).chain(others).collect()
+        };
         for form in pieces.iter().chain(&others) {
             let form = form.to_ascii_lowercase();
             if form.len() >= MIN_SECRET {
@@ -846,6 +882,18 @@ mod tests {
         }
         assert_eq!(Redactor::default().clean("anything"), "anything");
         assert_eq!(format!("{:?}", r), "Redactor(2 secrets)");
+    }
+
+    #[test]
+    fn descriptive_header_values_are_redacted_whole_only() {
+        let mut r = Redactor::default();
+        r.add_header(&http::header::CONTENT_TYPE, "application/json");
+        r.add_header(&http::HeaderName::from_static("x-api-key"), "applesauce-key");
+        assert_eq!(r.clean("got application/json"), "got <redacted>");
+        assert_eq!(
+            r.clean("application error… and \"applesauce\" rejected"),
+            "application error… and \"<redacted>\" rejected"
+        );
     }
 
     #[test]
