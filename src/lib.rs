@@ -233,7 +233,12 @@ impl Agent {
         let mut summary = ReloadSummary::default();
         // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
         self.build.roots = TlsRoots::system();
-        self.build.redactor = Arc::new(crate::redact::Redactor::for_config(config));
+        // The new config's secrets are in force while it is built (shown endpoints use
+        // them); if it is refused, the running config's are back when this drops.
+        let secrets = self
+            .build
+            .redactor
+            .replace_until_kept(crate::redact::Redactor::for_config(config));
         let mut built = Vec::new();
         for p in &config.probes {
             match self.running.get(&p.name) {
@@ -269,6 +274,7 @@ impl Agent {
             ),
             _ => None,
         };
+        secrets.keep();
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
         // passes to the replacement so old and new runs never overlap.

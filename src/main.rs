@@ -19,7 +19,7 @@ use inferprobe::net::TlsRoots;
 use inferprobe::notify::{Delivery, Receiver};
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
-use inferprobe::redact::Redactor;
+use inferprobe::redact::{Redactor, SharedRedactor};
 use inferprobe::report::{self, Report};
 use inferprobe::schedule::Shard;
 use inferprobe::simulate::{self, Script};
@@ -542,7 +542,7 @@ async fn once(path: &Path, only: &[String], format: OutputFormat, location: Opti
     }
     let location = location_of(location, &config);
     let cx = BuildContext {
-        redactor: std::sync::Arc::new(Redactor::for_config(&config)),
+        redactor: SharedRedactor::new(Redactor::for_config(&config)),
         ..BuildContext::new()
     };
     let probes = match build_probes(&config, &location, &cx) {
@@ -917,7 +917,7 @@ async fn test_alert(
         Event::Firing
     };
     let roots = TlsRoots::system();
-    let redactor = std::sync::Arc::new(Redactor::for_config(&config));
+    let redactor = SharedRedactor::new(Redactor::for_config(&config));
     let mut all_ok = true;
     for rc in config
         .receivers
@@ -953,7 +953,7 @@ async fn test_alert(
             result = receiver.send(&n, std::time::SystemTime::now()).await;
         }
         // A `${VAR}` host is a secret; `why` is cleaned and printable already.
-        let target = format!("{} {}", rc.kind.as_str(), redactor.clean(&rc.host));
+        let target = format!("{} {}", rc.kind.as_str(), redactor.current().clean(&rc.host));
         match result {
             Delivery::Accepted => println!("{:<20} accepted  ({target})", rc.name),
             Delivery::Retry { why, .. } => {

@@ -21,7 +21,7 @@
 //! ([`Redactor::shorten`]), so a cut never leaves a secret's start behind.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use base64::Engine as _;
@@ -46,6 +46,64 @@ pub struct Redactor {
     pieces: Vec<String>,
     /// Built on first use after a change.
     index: OnceLock<Arc<Index>>,
+}
+
+/// The running config's redactor, shared by everything that cleans server words (probes,
+/// receivers, remote_write) and replaced whole on a reload, so a probe the reload left
+/// running is cleaned of the new config's secrets too.
+#[derive(Clone, Default, Debug)]
+pub struct SharedRedactor(Arc<RwLock<Arc<Redactor>>>);
+
+impl SharedRedactor {
+    pub fn new(r: Redactor) -> Self {
+        SharedRedactor(Arc::new(RwLock::new(Arc::new(r))))
+    }
+
+    pub fn current(&self) -> Arc<Redactor> {
+        match self.0.read() {
+            Ok(r) => r.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, r: Arc<Redactor>) {
+        match self.0.write() {
+            Ok(mut g) => *g = r,
+            Err(poisoned) => *poisoned.into_inner() = r,
+        }
+    }
+
+    /// Puts `r` in force until the returned guard is dropped, unless it is kept: a
+    /// config is built with its own secrets, and a refused one leaves the running
+    /// config's in force.
+    pub fn replace_until_kept(&self, r: Redactor) -> Replaced {
+        let previous = self.current();
+        self.set(Arc::new(r));
+        Replaced {
+            shared: self.clone(),
+            previous: Some(previous),
+        }
+    }
+}
+
+/// See [`SharedRedactor::replace_until_kept`].
+pub struct Replaced {
+    shared: SharedRedactor,
+    previous: Option<Arc<Redactor>>,
+}
+
+impl Replaced {
+    pub fn keep(mut self) {
+        self.previous = None;
+    }
+}
+
+impl Drop for Replaced {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            self.shared.set(previous);
+        }
+    }
 }
 
 /// The forms compiled for search.
@@ -894,6 +952,18 @@ mod tests {
             r.clean("application error… and \"applesauce\" rejected"),
             "application error… and \"<redacted>\" rejected"
         );
+    }
+
+    #[test]
+    fn a_refused_config_leaves_the_running_secrets_in_force() {
+        let shared = SharedRedactor::new(redactor());
+        let mut other = Redactor::default();
+        other.add("other-secret-123");
+        drop(shared.replace_until_kept(other.clone()));
+        assert_eq!(shared.current().clean(TOKEN), REDACTED);
+        shared.replace_until_kept(other).keep();
+        assert_eq!(shared.current().clean(TOKEN), TOKEN);
+        assert_eq!(shared.current().clean("other-secret-123"), REDACTED);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::alert::{Alert, Event, Firing, Notification};
 use crate::config::{ReceiverConfig, ReceiverKind};
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
-use crate::redact::Redactor;
+use crate::redact::SharedRedactor;
 use crate::store::Store;
 
 /// What a receiver made of one attempt.
@@ -56,18 +56,18 @@ pub struct Receiver {
     client: reqwest::Client,
     /// The config's secrets, removed from what the receiver answers before that is
     /// logged or printed.
-    redactor: Arc<Redactor>,
+    redactor: SharedRedactor,
 }
 
 /// Longest receiver answer kept for logs and `test-alert`.
 const MAX_ANSWER_CHARS: usize = 300;
 
 impl Receiver {
-    /// `redactor` holds the whole config's secrets ([`Redactor::for_config`]).
+    /// `redactor` holds the whole config's secrets ([`crate::redact::Redactor::for_config`]).
     pub fn build(
         config: ReceiverConfig,
         roots: &TlsRoots,
-        redactor: Arc<Redactor>,
+        redactor: SharedRedactor,
     ) -> Result<Receiver, ReceiverError> {
         let err = |message: String| ReceiverError::Build {
             name: config.name.clone(),
@@ -157,12 +157,13 @@ impl Receiver {
     /// A receiver's words as we log and print them: secrets out (a body cut by the
     /// read cap may end in a secret's start), one line, no terminal controls.
     fn answer(&self, text: &str, cut: bool) -> String {
+        let redactor = self.redactor.current();
         let clean = if cut {
-            self.redactor.clean_cut(text)
+            redactor.clean_cut(text)
         } else {
-            self.redactor.clean(text)
+            redactor.clean(text)
         };
-        crate::human::printable(&self.redactor.shorten(&clean, MAX_ANSWER_CHARS))
+        crate::human::printable(&redactor.shorten(&clean, MAX_ANSWER_CHARS))
     }
 }
 

@@ -22,7 +22,7 @@ use crate::config::{Kind, ProbeConfig, display_url};
 use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
 use crate::payload::images::{ImageError, ImageStore};
-use crate::redact::Redactor;
+use crate::redact::{Redactor, SharedRedactor};
 
 /// What building a probe needs besides its config: the TLS roots (loaded once), the
 /// image store (shared, so each image is encoded once for all probes and reloads) and
@@ -31,7 +31,7 @@ use crate::redact::Redactor;
 pub struct BuildContext {
     pub roots: TlsRoots,
     pub images: Arc<ImageStore>,
-    pub redactor: Arc<Redactor>,
+    pub redactor: SharedRedactor,
 }
 
 impl BuildContext {
@@ -39,7 +39,7 @@ impl BuildContext {
         BuildContext {
             roots: TlsRoots::system(),
             images: Arc::new(ImageStore::default()),
-            redactor: Arc::default(),
+            redactor: SharedRedactor::default(),
         }
     }
 }
@@ -125,7 +125,7 @@ pub struct ReadyProbe {
     pub config: ProbeConfig,
     pub identity: Arc<ProbeIdentity>,
     probe: AnyProbe,
-    redactor: Arc<Redactor>,
+    redactor: SharedRedactor,
 }
 
 impl ReadyProbe {
@@ -147,7 +147,7 @@ impl ReadyProbe {
             location: location.to_owned(),
             labels: config.labels.clone(),
             // A `${VAR}` in the host or path is a secret: shown as `<redacted>`.
-            endpoint: cx.redactor.clean(&display_url(&config.url)),
+            endpoint: cx.redactor.current().clean(&display_url(&config.url)),
         };
         Ok(ReadyProbe {
             config: config.clone(),
@@ -186,7 +186,7 @@ impl ReadyProbe {
         // Where server words enter the results: every surface (logs, history, pages,
         // the API, `once`) gets them without secrets and without control characters.
         if let Err(f) = &mut observation.result {
-            f.message = crate::human::printable(&self.redactor.clean(&f.message));
+            f.message = crate::human::printable(&self.redactor.current().clean(&f.message));
         }
         Outcome {
             probe: self.identity.clone(),
@@ -254,7 +254,7 @@ mod tests {
         };
         let config = crate::config::parse(text, std::path::Path::new("t.yaml"), &env).unwrap();
         let cx = BuildContext {
-            redactor: Arc::new(Redactor::for_config(&config)),
+            redactor: SharedRedactor::new(Redactor::for_config(&config)),
             ..BuildContext::new()
         };
         let a = ReadyProbe::build(&config.probes[0], "x", &cx).unwrap();
