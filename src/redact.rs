@@ -178,15 +178,24 @@ impl Redactor {
     /// A header value or key: the whole value and each word of it (the token of
     /// `Bearer x`).
     pub fn add(&mut self, value: &str) {
-        for part in std::iter::once(value).chain(value.split_whitespace()) {
-            self.push(part);
+        let words: Vec<&str> = value.split_whitespace().collect();
+        if words.len() > 1 && words.iter().any(|w| w.len() >= MIN_SECRET) {
+            // Each long word gets every form; the whole value needs only its own (the
+            // base64 of `Bearer <token>` holds the token's).
+            self.push_as(value, false);
+        } else {
+            self.push(value);
+        }
+        for word in words {
+            self.push(word);
         }
     }
 
     /// A configured header. Every value is redacted whole, but the values of headers
     /// that describe the request (`Content-Type: application/json`, `User-Agent`, an
-    /// API version) are words, not credentials: their pieces are not looked for, or
-    /// every "application" at a word's end would be taken for a cut secret.
+    /// API version) are words, not credentials: only their written forms are looked
+    /// for, not their pieces (every "application" at a word's end would be taken for a
+    /// cut secret) nor their encodings.
     fn add_header(&mut self, name: &http::HeaderName, value: &str) {
         const DESCRIPTIVE: [&str; 11] = [
             "accept",
@@ -252,18 +261,16 @@ impl Redactor {
         self.push_as(secret, true);
     }
 
-    /// `pieces`: whether a secret's start before a cut or tail after a mask is
-    /// looked for too.
-    fn push_as(&mut self, secret: &str, with_pieces: bool) {
+    /// `derived`: whether its encodings and pieces (a start before a cut, a tail after
+    /// a mask) are looked for too, or only the value as written and percent-encoded.
+    fn push_as(&mut self, secret: &str, derived: bool) {
         if secret.len() < MIN_SECRET || !self.secrets.insert(secret.to_owned()) {
             return;
         }
-        let (mut pieces, others) = forms_of(secret);
-        let others: Vec<String> = if with_pieces {
-            others
-        } else {
-            pieces.drain(..).chain(others).collect()
-        };
+        let (mut pieces, mut others) = forms_of(secret);
+        if !derived {
+            others = std::mem::take(&mut pieces);
+        }
         for form in pieces.iter().chain(&others) {
             let form = form.to_ascii_lowercase();
             if form.len() >= MIN_SECRET {
