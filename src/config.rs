@@ -90,6 +90,9 @@ pub struct Config {
     pub other_shards: Vec<String>,
     /// Allowed but risky settings, positioned like errors.
     pub warnings: Vec<ConfigError>,
+    /// Every value a `${VAR}` put into the file, wherever it went (any part of a URL,
+    /// a header, a key or password): all are treated as secrets.
+    pub secrets: Vec<Secret>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -567,6 +570,7 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         errors: Vec::new(),
         warnings: Vec::new(),
         env,
+        substituted: Vec::new(),
     };
     // Bounds before any YAML parser runs: see nesting.rs for why.
     let limit = |line, column, message: String| {
@@ -619,6 +623,7 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         let mut config = config.expect("no errors means a config");
         cx.warnings.sort_by_key(|a| (a.line, a.column));
         config.warnings = cx.warnings;
+        config.secrets = cx.substituted.into_iter().map(Secret::new).collect();
         Ok(config)
     } else {
         cx.errors.sort_by_key(|a| (a.line, a.column));
@@ -782,6 +787,8 @@ struct Checker<'a> {
     errors: Vec<ConfigError>,
     warnings: Vec<ConfigError>,
     env: &'a dyn Fn(&str) -> Option<String>,
+    /// The values `env` gave, for [`Config::secrets`].
+    substituted: Vec<String>,
 }
 
 /// Per-probe values inherited from `defaults:`.
@@ -962,6 +969,7 @@ impl Checker<'_> {
             probes: out,
             other_shards: Vec::new(),
             warnings: Vec::new(),
+            secrets: Vec::new(),
         })
     }
 
@@ -1881,7 +1889,15 @@ impl Checker<'_> {
     /// Replaces `${NAME}` with the environment's value; `$$` is a literal `$`. A missing
     /// variable is an error. Values are never echoed in messages.
     fn substitute(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<String> {
-        match substitute_env(template, self.env) {
+        let used = std::cell::RefCell::new(Vec::new());
+        let env = |name: &str| {
+            let value = (self.env)(name);
+            used.borrow_mut().extend(value.clone());
+            value
+        };
+        let result = substitute_env(template, &env);
+        self.substituted.extend(used.into_inner());
+        match result {
             Ok(s) => Some(s),
             Err(message) => {
                 self.error(probe, key, message);

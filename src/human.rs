@@ -48,12 +48,77 @@ pub fn clock(t: SystemTime) -> String {
     text.trim_end_matches('Z').replacen('T', " ", 1)
 }
 
-/// At most `max` characters, with an ellipsis when cut.
+/// At most `max` characters, with an ellipsis when cut. For text that may hold a
+/// server's words, redact before cutting: [`crate::redact::Redactor::shorten`].
 pub fn shorten(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
     }
+}
+
+/// One line safe to print to a terminal or a text log: a server's or receiver's words
+/// cannot move the cursor, recolour, ring, erase or reorder what we print, nor fake a
+/// line of their own. Line breaks and tabs become spaces; every other C0 and C1
+/// control, DEL and the bidirectional overrides and isolates are shown escaped
+/// (`\u{1b}`), so the text stays readable and nothing is silently lost.
+pub fn printable(s: &str) -> String {
+    neutralise(s, false)
+}
+
+/// As [`printable`], keeping line breaks (`\n`): for whole documents such as a report.
+pub fn printable_text(s: &str) -> String {
+    neutralise(s, true)
+}
+
+/// Serialized JSON safe to print: serde escapes C0 controls inside strings but leaves
+/// DEL, C1 controls and the bidirectional controls raw; they become `\uXXXX` escapes,
+/// which keep the JSON valid and its strings unchanged. Line breaks and tabs outside
+/// strings are the document's own layout and stay.
+pub fn printable_json(json: &str) -> String {
+    if !json
+        .chars()
+        .any(|c| is_unsafe(c) && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return json.to_owned();
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if is_unsafe(c) && !matches!(c, '\n' | '\r' | '\t') {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn neutralise(s: &str, keep_newlines: bool) -> String {
+    if !s.chars().any(|c| is_unsafe(c) || c == '\t') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' if keep_newlines => out.push('\n'),
+            // A CRLF document stays one line break.
+            '\r' if keep_newlines => {}
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Characters a terminal acts on instead of showing: C0 and C1 controls, DEL, NEL,
+/// the line and paragraph separators and the bidirectional embeddings, overrides and
+/// isolates (which reorder what follows, "Trojan source" style).
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 
 /// Text safe inside HTML elements and quoted attributes.
@@ -168,6 +233,27 @@ mod tests {
             let t = time_arg(v, now).unwrap_or_else(|e| panic!("{v}: {e}"));
             let _ = humantime::format_rfc3339_millis(t).to_string();
         }
+    }
+
+    #[test]
+    fn terminal_controls_are_shown_not_obeyed() {
+        let hostile = "ok\u{1b}[2J\u{1b}]0;pwned\u{7}\rFAKE\nline\u{8}\u{7f}\u{85}\u{9b}31m\u{202e}txt\u{2066}x\u{2069}\ttab";
+        let one = printable(hostile);
+        assert_eq!(
+            one,
+            "ok\\u{1b}[2J\\u{1b}]0;pwned\\u{7} FAKE line\\u{8}\\u{7f}\\u{85}\\u{9b}31m\\u{202e}txt\\u{2066}x\\u{2069} tab"
+        );
+        assert!(!one.chars().any(is_unsafe), "{one}");
+        let doc = printable_text("| a |\r\n| \u{1b}[31mb |\n");
+        assert_eq!(doc, "| a |\n| \\u{1b}[31mb |\n");
+        let v = serde_json::json!({"probe": "a\u{202e}b\u{9b}c\u{7f}\u{1b}d\ne"});
+        let json = printable_json(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(!json.chars().any(|c| is_unsafe(c) && c != '\n'), "{json}");
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, v, "the strings are unchanged");
+        // Ordinary text, accents and emoji included, is untouched.
+        let plain = "Paris — café ✅ 東京";
+        assert_eq!(printable(plain), plain);
     }
 
     #[test]

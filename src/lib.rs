@@ -244,6 +244,12 @@ impl Agent {
         let mut summary = ReloadSummary::default();
         // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
         self.build.roots = TlsRoots::system();
+        // The new config's secrets are in force while it is built (shown endpoints use
+        // them); if it is refused, the running config's are back when this drops.
+        let secrets = self
+            .build
+            .redactor
+            .replace_until_kept(crate::redact::Redactor::for_config(config));
         let mut built = Vec::new();
         for p in &config.probes {
             match self.running.get(&p.name) {
@@ -264,13 +270,14 @@ impl Agent {
         let receivers = config
             .receivers
             .iter()
-            .map(|c| Receiver::build(c.clone(), &self.build.roots))
+            .map(|c| Receiver::build(c.clone(), &self.build.roots, self.build.redactor.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let pusher = match &config.agent.remote_write {
             Some(rw) if self.push.as_ref().is_none_or(|p| p.config != *rw) => Some(
                 Pusher::build(
                     rw.clone(),
                     &self.build.roots,
+                    self.build.redactor.clone(),
                     self.metrics.clone(),
                     self.instance.clone(),
                 )
@@ -278,6 +285,7 @@ impl Agent {
             ),
             _ => None,
         };
+        secrets.keep();
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
         // passes to the replacement so old and new runs never overlap.
@@ -871,7 +879,7 @@ pub fn log_outcome(outcome: &Outcome) {
             status = o.http_status,
             ttft_ms = ms(o.ttft()),
             total_ms = ms(o.total()),
-            message = %f.message,
+            error = %f.message,
             "Probe run failed."
         ),
     }

@@ -14,10 +14,12 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use inferprobe::alert::{Alert, Event, Notification};
 use inferprobe::config::{self, Config, Severity};
+use inferprobe::human::{printable, printable_json, printable_text};
 use inferprobe::net::TlsRoots;
 use inferprobe::notify::{Delivery, Receiver};
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
+use inferprobe::redact::{Redactor, SharedRedactor};
 use inferprobe::report::{self, Report};
 use inferprobe::schedule::Shard;
 use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
@@ -310,12 +312,96 @@ fn main() -> ExitCode {
 fn init_logging(format: LogFormat, filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a person at a terminal: a journal or a file gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(|| RedactingStderr(Vec::new()));
     match format {
-        LogFormat::Text => builder.init(),
+        LogFormat::Text => builder.fmt_fields(PrintableFields).init(),
+        // serde escapes control characters in JSON strings.
         LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+/// Text log fields as tracing prints them (`message key=value ...`, the `log.*`
+/// fields of bridged `log` records left out), each value made printable: a server's
+/// words in a field cannot recolour the terminal, erase the log or fake a log line.
+struct PrintableFields;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for PrintableFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut visitor = PrintableVisitor {
+            writer,
+            result: Ok(()),
+            first: true,
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct PrintableVisitor<'w> {
+    writer: tracing_subscriber::fmt::format::Writer<'w>,
+    result: std::fmt::Result,
+    first: bool,
+}
+
+impl tracing::field::Visit for PrintableVisitor<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if self.result.is_err() || field.name().starts_with("log.") {
+            return;
+        }
+        let value = printable(&format!("{value:?}"));
+        let sep = if std::mem::take(&mut self.first) { "" } else { " " };
+        self.result = if field.name() == "message" {
+            write!(self.writer, "{sep}{value}")
+        } else {
+            write!(self.writer, "{sep}{}={value}", field.name())
+        };
+    }
+}
+
+/// The secrets of the config last loaded, removed from every log line: our fields are
+/// cleaned where server words enter, but a dependency's debug line (the HTTP client
+/// naming the host it connects to) may show a `${VAR}` host too. Process-wide because
+/// the log subscriber it serves is.
+static LOG_SECRETS: std::sync::RwLock<Option<std::sync::Arc<Redactor>>> = std::sync::RwLock::new(None);
+
+fn set_log_secrets(config: &Config) {
+    if let Ok(mut s) = LOG_SECRETS.write() {
+        *s = Some(std::sync::Arc::new(Redactor::for_config(config)));
+    }
+}
+
+/// One log line, written to stderr redacted when it is complete (tracing writes each
+/// event through a fresh writer and drops it).
+struct RedactingStderr(Vec<u8>);
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactingStderr {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let secrets = LOG_SECRETS.read().ok().and_then(|s| s.clone());
+        let line = match secrets {
+            Some(r) => r.clean(&text),
+            None => text.into_owned(),
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
 }
 
@@ -326,6 +412,7 @@ fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
         }
         ExitCode::from(EXIT_BAD_CONFIG)
     })?;
+    set_log_secrets(&config);
     log_warnings(&config);
     Ok(config)
 }
@@ -554,6 +641,7 @@ fn reload_web(web: &WebHandle, file: &Path) {
 fn reload(agent: &mut Agent, path: &Path, shard: Shard) {
     let config = match config::load(path) {
         Ok(c) => {
+            set_log_secrets(&c);
             log_warnings(&c);
             sharded(c, shard)
         }
@@ -598,7 +686,11 @@ async fn once(path: &Path, only: &[String], format: OutputFormat, location: Opti
         config.probes.retain(|p| only.contains(&p.name));
     }
     let location = location_of(location, &config);
-    let probes = match build_probes(&config, &location, &BuildContext::new()) {
+    let cx = BuildContext {
+        redactor: SharedRedactor::new(Redactor::for_config(&config)),
+        ..BuildContext::new()
+    };
+    let probes = match build_probes(&config, &location, &cx) {
         Ok(p) => p,
         Err((probe, e)) => {
             eprintln!("error: probe \"{probe}\": {e}");
@@ -622,7 +714,7 @@ async fn once(path: &Path, only: &[String], format: OutputFormat, location: Opti
     match format {
         OutputFormat::Json => {
             for o in &outcomes {
-                println!("{}", o.to_json());
+                println!("{}", printable_json(&o.to_json().to_string()));
             }
         }
         OutputFormat::Table => print_table(&outcomes),
@@ -687,7 +779,9 @@ fn print_table(outcomes: &[Outcome]) {
     }
     for o in outcomes {
         if let Some(f) = o.observation.failure() {
-            println!("{}: {}: {}", o.probe.name, f.reason, f.message);
+            // Messages are made printable where they are made; this edge holds for
+            // any message that did not come through a probe run.
+            println!("{}: {}: {}", o.probe.name, f.reason, printable(&f.message));
         }
     }
 }
@@ -761,7 +855,7 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
                 return ExitCode::from(EXIT_BAD_CONFIG);
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", printable(&e.to_string()));
                 return ExitCode::FAILURE;
             }
         },
@@ -788,7 +882,10 @@ async fn report(path: &Path, request: ReportRequest) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        None => print!("{text}"),
+        // The report quotes endpoints' messages, from a history that older versions
+        // may have written raw.
+        None if matches!(request.format, ReportFormat::Json) => print!("{}", printable_json(&text)),
+        None => print!("{}", printable_text(&text)),
     }
     ExitCode::SUCCESS
 }
@@ -978,13 +1075,14 @@ async fn test_alert(
         Event::Firing
     };
     let roots = TlsRoots::system();
+    let redactor = SharedRedactor::new(Redactor::for_config(&config));
     let mut all_ok = true;
     for rc in config
         .receivers
         .iter()
         .filter(|r| only.is_empty() || only.contains(&r.name))
     {
-        let receiver = match Receiver::build(rc.clone(), &roots) {
+        let receiver = match Receiver::build(rc.clone(), &roots, redactor.clone()) {
             Ok(r) => r,
             Err(e) => {
                 println!("{:<20} FAILED    {e}", rc.name);
@@ -1012,7 +1110,8 @@ async fn test_alert(
             tokio::time::sleep(wait.min(Duration::from_secs(5))).await;
             result = receiver.send(&n, std::time::SystemTime::now()).await;
         }
-        let target = format!("{} {}", rc.kind.as_str(), rc.host);
+        // A `${VAR}` host is a secret; `why` is cleaned and printable already.
+        let target = format!("{} {}", rc.kind.as_str(), redactor.current().clean(&rc.host));
         match result {
             Delivery::Accepted => println!("{:<20} accepted  ({target})", rc.name),
             Delivery::Retry { why, .. } => {

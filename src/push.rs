@@ -21,7 +21,7 @@ use crate::config::RemoteWriteConfig;
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, control_plane_client, describe_error, read_capped, retry_after};
 use crate::probe::BuildError;
-use crate::redact::Redactor;
+use crate::redact::SharedRedactor;
 
 /// The remote_write 1.0 messages (prometheus/prompb types.proto and remote.proto),
 /// with their field tags.
@@ -175,8 +175,8 @@ pub struct Pusher {
     client: reqwest::Client,
     metrics: Arc<Metrics>,
     instance: String,
-    /// Our credentials, removed from what the receiver answers before it is logged.
-    redactor: Redactor,
+    /// The config's secrets, removed from what the receiver answers before it is logged.
+    redactor: SharedRedactor,
 }
 
 enum Outcome {
@@ -194,22 +194,12 @@ impl Pusher {
     pub fn build(
         config: RemoteWriteConfig,
         roots: &TlsRoots,
+        redactor: SharedRedactor,
         metrics: Arc<Metrics>,
         instance: String,
     ) -> Result<Pusher, BuildError> {
         let client = control_plane_client(roots, config.ca_file.as_deref(), config.timeout)?;
         let instance = config.instance.clone().unwrap_or(instance);
-        let mut redactor = Redactor::default();
-        redactor.add_url(config.url.expose());
-        if let Some((user, password)) = &config.basic_auth {
-            redactor.add_basic(user, password.expose());
-        }
-        if let Some(token) = &config.bearer_token {
-            redactor.add(token.expose());
-        }
-        for (_, value) in &config.headers {
-            redactor.add(value.expose());
-        }
         Ok(Pusher {
             config,
             client,
@@ -231,7 +221,7 @@ impl Pusher {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut retry_at: Option<tokio::time::Instant> = None;
         let mut attempts = 0u32;
-        tracing::info!(host = %self.config.host, interval = ?self.config.interval, "Pushing metrics with remote_write.");
+        tracing::info!(host = %self.redactor.current().clean(&self.config.host), interval = ?self.config.interval, "Pushing metrics with remote_write.");
         loop {
             let retry = async {
                 match retry_at {
@@ -313,7 +303,7 @@ impl Pusher {
                 Outcome::Rejected(why) => {
                     self.metrics.push_request("rejected");
                     self.metrics.push_samples("dropped_rejected", samples);
-                    tracing::error!(host = %self.config.host, error = %why, "remote_write rejected a request; dropped (a 4xx is not retried).");
+                    tracing::error!(host = %self.redactor.current().clean(&self.config.host), error = %why, "remote_write rejected a request; dropped (a 4xx is not retried).");
                     if let Some((b, _)) = front.bodies.pop_front() {
                         front.bytes -= b.len();
                     }
@@ -324,7 +314,7 @@ impl Pusher {
                     // A Retry-After is honoured, up to our own longest wait.
                     let wait = backoff(*attempts, self.config.max_backoff)
                         .max(after.unwrap_or_default().min(self.config.max_backoff));
-                    tracing::warn!(host = %self.config.host, error = %why, retry_in = ?wait, "remote_write failed; will retry.");
+                    tracing::warn!(host = %self.redactor.current().clean(&self.config.host), error = %why, retry_in = ?wait, "remote_write failed; will retry.");
                     return Some(tokio::time::Instant::now() + wait);
                 }
             }
@@ -351,12 +341,16 @@ impl Pusher {
         }
         let response = match request.send().await {
             Ok(r) => r,
-            Err(e) => return Outcome::Retry(None, self.redactor.clean(&describe_error(e))),
+            Err(e) => return Outcome::Retry(None, self.redactor.current().clean(&describe_error(e))),
         };
         let status = response.status().as_u16();
         let after = retry_after(&response);
         let text = read_capped(response).await;
-        let why = format!("HTTP {status}: {}", self.redactor.clean(text.trim()));
+        // The read is capped: the body may end in a secret's start.
+        let why = format!(
+            "HTTP {status}: {}",
+            self.redactor.current().clean_cut(text.trim())
+        );
         match status {
             200..=299 => Outcome::Sent,
             429 | 500..=599 => Outcome::Retry(after, why),

@@ -1,41 +1,239 @@
 //! Removing configured secrets from text that comes back from servers. Error bodies
 //! sometimes echo what they received — an API key, a routing key, a token in a URL —
-//! and that text goes into logs, run results, pages and metrics' neighbours. Whoever
-//! holds secrets builds a [`Redactor`] from them and cleans every server text with it.
-//! A leaf module.
+//! and that text goes into logs, run results, pages and metrics' neighbours. One
+//! [`Redactor`] is built per config by [`Redactor::for_config`] (the only place that
+//! knows which config values are secret) and cleans every server text.
+//!
+//! Servers rarely echo a secret exactly as sent. What is caught, for every secret:
+//! - the value as written, percent-encoded and JSON-escaped, in any ASCII case;
+//! - its base64 in the standard and URL-safe alphabets, padded or not, and inside a
+//!   longer base64 text (`Bearer <value>`, `user:<value>` or anything else encoded
+//!   with it): every alignment of the value in the encoded stream is searched;
+//! - a piece of it next to a cut or a mask: before an ellipsis (`…`, `...`), around
+//!   a mask run (`****abcd`, `sk-...abcd`) and at the end of a text known to be cut,
+//!   a prefix or suffix of 4 characters or more is removed (a key's last four, as
+//!   providers print them, narrow a leaked key down to its owner);
+//! - anywhere else, a prefix or suffix of 8 characters or more at a word boundary (a
+//!   server that cut the echo itself).
+//!
+//! Values shorter than 8 characters are not secrets (`1`, `json`, a region `eu`):
+//! replacing them would garble messages. Text is redacted before it is cut
+//! ([`Redactor::shorten`]), so a cut never leaves a secret's start behind.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use base64::Engine as _;
+
+use crate::config::{Config, ProbeConfig, ReceiverConfig, RemoteWriteConfig};
 
 /// Secrets shorter than this are not redacted: short values (`1`, `json`) are not
 /// credentials and replacing them would garble messages.
 const MIN_SECRET: usize = 8;
+/// A piece of a secret next to a cut or a mask is removed from this length on.
+const MIN_FRAGMENT: usize = 4;
+/// What a secret becomes.
+pub const REDACTED: &str = "<redacted>";
 
-#[derive(Debug, Default, Clone)]
+#[derive(Default, Clone)]
 pub struct Redactor {
-    /// Longest first, so a secret containing another is replaced whole.
-    secrets: Vec<String>,
+    /// The values as configured, each once.
+    secrets: HashSet<String>,
+    /// Every form searched for, ASCII lower-cased.
+    forms: Vec<String>,
+    /// The forms whose pieces are searched for too (as written, percent-encoded).
+    pieces: Vec<String>,
+    /// Built on first use after a change.
+    index: OnceLock<Arc<Index>>,
 }
 
-impl Redactor {
-    /// A header value or key: the whole value and each word of it (the token of
-    /// `Bearer x`).
-    pub fn add(&mut self, value: &str) {
-        for part in std::iter::once(value).chain(value.split_whitespace()) {
-            self.push(part);
+/// The running config's redactor, shared by everything that cleans server words (probes,
+/// receivers, remote_write) and replaced whole on a reload, so a probe the reload left
+/// running is cleaned of the new config's secrets too.
+#[derive(Clone, Default, Debug)]
+pub struct SharedRedactor(Arc<RwLock<Arc<Redactor>>>);
+
+impl SharedRedactor {
+    pub fn new(r: Redactor) -> Self {
+        SharedRedactor(Arc::new(RwLock::new(Arc::new(r))))
+    }
+
+    pub fn current(&self) -> Arc<Redactor> {
+        match self.0.read() {
+            Ok(r) => r.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    /// A URL's secret parts: the userinfo password, every query value (as written and
-    /// decoded, since servers echo either), and long path segments (webhook URLs such as
+    fn set(&self, r: Arc<Redactor>) {
+        match self.0.write() {
+            Ok(mut g) => *g = r,
+            Err(poisoned) => *poisoned.into_inner() = r,
+        }
+    }
+
+    /// Puts `r` in force until the returned guard is dropped, unless it is kept: a
+    /// config is built with its own secrets, and a refused one leaves the running
+    /// config's in force.
+    pub fn replace_until_kept(&self, r: Redactor) -> Replaced {
+        let previous = self.current();
+        self.set(Arc::new(r));
+        Replaced {
+            shared: self.clone(),
+            previous: Some(previous),
+        }
+    }
+}
+
+/// See [`SharedRedactor::replace_until_kept`].
+pub struct Replaced {
+    shared: SharedRedactor,
+    previous: Option<Arc<Redactor>>,
+}
+
+impl Replaced {
+    pub fn keep(mut self) {
+        self.previous = None;
+    }
+}
+
+impl Drop for Replaced {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            self.shared.set(previous);
+        }
+    }
+}
+
+/// The forms compiled for search.
+struct Index {
+    whole: Option<AhoCorasick>,
+    /// Every 4-byte window of every piece form: (form, offset). Pieces of secrets are
+    /// found from a window at the place where a piece would end or start.
+    grams: HashMap<[u8; MIN_FRAGMENT], Vec<(u32, u32)>>,
+}
+
+// Secrets never print, not even in a debug dump.
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} secrets)", self.secrets.len())
+    }
+}
+
+impl Redactor {
+    /// Every secret of a config: probes' headers and URLs, receivers' URLs, keys and
+    /// headers, remote_write's credentials, and the value of every `${VAR}` wherever
+    /// it was substituted (a URL's host or path, a body, anything).
+    pub fn for_config(config: &Config) -> Redactor {
+        let mut r = Redactor::default();
+        for p in &config.probes {
+            r.add_probe(p);
+        }
+        for rc in &config.receivers {
+            r.add_receiver(rc);
+        }
+        if let Some(rw) = &config.agent.remote_write {
+            r.add_remote_write(rw);
+        }
+        for s in &config.secrets {
+            r.add(s.expose());
+        }
+        r
+    }
+
+    /// A probe's header values and the secret parts of its URL. Its path is shown on
+    /// every page, so a long path segment (a model or deployment name) is not taken
+    /// for a token here: a secret in a probe's path comes through `${VAR}`.
+    pub fn add_probe(&mut self, p: &ProbeConfig) {
+        for (name, value) in &p.headers {
+            self.add_header(name, value.expose());
+        }
+        self.add_url_parts(&p.url.to_string(), false);
+    }
+
+    pub fn add_receiver(&mut self, rc: &ReceiverConfig) {
+        self.add_url(rc.url.expose());
+        if let Some(key) = &rc.routing_key {
+            self.add(key.expose());
+        }
+        for (name, value) in &rc.headers {
+            self.add_header(name, value.expose());
+        }
+    }
+
+    pub fn add_remote_write(&mut self, rw: &RemoteWriteConfig) {
+        self.add_url(rw.url.expose());
+        if let Some((user, password)) = &rw.basic_auth {
+            self.add_basic(user, password.expose());
+        }
+        if let Some(token) = &rw.bearer_token {
+            self.add(token.expose());
+        }
+        for (name, value) in &rw.headers {
+            self.add_header(name, value.expose());
+        }
+    }
+
+    /// A header value or key: the whole value and each word of it (the token of
+    /// `Bearer x`).
+    pub fn add(&mut self, value: &str) {
+        let words: Vec<&str> = value.split_whitespace().collect();
+        if words.len() > 1 && words.iter().any(|w| w.len() >= MIN_SECRET) {
+            // Each long word gets every form; the whole value needs only its own (the
+            // base64 of `Bearer <token>` holds the token's).
+            self.push_as(value, false);
+        } else {
+            self.push(value);
+        }
+        for word in words {
+            self.push(word);
+        }
+    }
+
+    /// A configured header. Every value is redacted whole, but the values of headers
+    /// that describe the request (`Content-Type: application/json`, `User-Agent`, an
+    /// API version) are words, not credentials: only their written forms are looked
+    /// for, not their pieces (every "application" at a word's end would be taken for a
+    /// cut secret) nor their encodings.
+    fn add_header(&mut self, name: &http::HeaderName, value: &str) {
+        const DESCRIPTIVE: [&str; 11] = [
+            "accept",
+            "accept-encoding",
+            "accept-language",
+            "anthropic-beta",
+            "anthropic-version",
+            "cache-control",
+            "connection",
+            "content-encoding",
+            "content-type",
+            "openai-beta",
+            "user-agent",
+        ];
+        if DESCRIPTIVE.contains(&name.as_str()) {
+            self.push_as(value, false);
+        } else {
+            self.add(value);
+        }
+    }
+
+    /// A URL's secret parts: the userinfo (as written and decoded, since servers echo
+    /// either), every query value, and long path segments (webhook URLs such as
     /// Slack's carry their token in the path).
     pub fn add_url(&mut self, url: &str) {
+        self.add_url_parts(url, true);
+    }
+
+    fn add_url_parts(&mut self, url: &str, long_segments: bool) {
         let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
         let (authority, rest) = after_scheme
             .split_once('/')
             .map_or((after_scheme, ""), |(a, r)| (a, r));
-        if let Some((userinfo, _)) = authority.rsplit_once('@')
-            && let Some((_, password)) = userinfo.split_once(':')
-        {
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
             self.push(password);
             self.push(&percent_decode(password));
+            self.add_basic(&percent_decode(user), &percent_decode(password));
         }
         let (path, query) = rest.split_once('?').map_or((rest, ""), |(p, q)| (p, q));
         let query = query.split('#').next().unwrap_or_default();
@@ -45,37 +243,393 @@ impl Redactor {
             // Form encoding writes a space as `+`.
             self.push(&percent_decode(&v.replace('+', " ")));
         }
-        for segment in path.split('/') {
+        for segment in path.split('/').filter(|_| long_segments) {
             if segment.len() >= 2 * MIN_SECRET {
                 self.push(segment);
             }
         }
     }
 
-    /// Basic credentials: the password, and the encoded pair as it travels (a server
-    /// echoing its `Authorization` header shows that).
+    /// Basic credentials: the password, and the encoded pair as it travels (found by
+    /// the password's own base64 forms too, unless the password is short).
     pub fn add_basic(&mut self, user: &str, password: &str) {
-        use base64::Engine as _;
         self.push(password);
         self.push(&base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")));
     }
 
     fn push(&mut self, secret: &str) {
-        if secret.len() >= MIN_SECRET && !self.secrets.iter().any(|s| s == secret) {
-            self.secrets.push(secret.to_owned());
-            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        }
+        self.push_as(secret, true);
     }
 
-    pub fn clean(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "<redacted>");
+    /// `derived`: whether its encodings and pieces (a start before a cut, a tail after
+    /// a mask) are looked for too, or only the value as written and percent-encoded.
+    fn push_as(&mut self, secret: &str, derived: bool) {
+        if secret.len() < MIN_SECRET || !self.secrets.insert(secret.to_owned()) {
+            return;
+        }
+        let (mut pieces, mut others) = forms_of(secret);
+        if !derived {
+            others = std::mem::take(&mut pieces);
+        }
+        for form in pieces.iter().chain(&others) {
+            let form = form.to_ascii_lowercase();
+            if form.len() >= MIN_SECRET {
+                self.forms.push(form);
             }
         }
-        out
+        self.pieces.extend(pieces.iter().map(|p| p.to_ascii_lowercase()));
+        self.index = OnceLock::new();
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
+    fn index(&self) -> &Index {
+        self.index.get_or_init(|| {
+            let whole = (!self.forms.is_empty()).then(|| {
+                AhoCorasickBuilder::new()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(&self.forms)
+                    .expect("literal patterns always build")
+            });
+            let mut grams: HashMap<[u8; MIN_FRAGMENT], Vec<(u32, u32)>> = HashMap::new();
+            for (i, form) in self.pieces.iter().enumerate() {
+                for (pos, w) in form.as_bytes().windows(MIN_FRAGMENT).enumerate() {
+                    let gram: [u8; MIN_FRAGMENT] = w.try_into().expect("window size");
+                    grams.entry(gram).or_default().push((i as u32, pos as u32));
+                }
+            }
+            Arc::new(Index { whole, grams })
+        })
+    }
+
+    /// `text` without any secret, in any of the forms above.
+    pub fn clean(&self, text: &str) -> String {
+        self.clean_inner(text, false)
+    }
+
+    /// As [`clean`](Self::clean), for a text that was cut at its end (a capped read):
+    /// a trailing piece of a secret goes too.
+    pub fn clean_cut(&self, text: &str) -> String {
+        self.clean_inner(text, true)
+    }
+
+    /// At most `max` characters of `text`, redacted first, with an ellipsis when cut.
+    /// The one way the agent shortens text that may hold server words.
+    pub fn shorten(&self, text: &str, max: usize) -> String {
+        let clean = self.clean(text);
+        let Some((mut cut, _)) = clean.char_indices().nth(max) else {
+            return clean;
+        };
+        // Never leave half a marker: `<redac…` reads as a broken page.
+        if let Some(m) = clean[..cut].rfind(REDACTED.as_bytes()[0] as char)
+            && REDACTED.starts_with(&clean[m..cut])
+            && clean[m..].starts_with(REDACTED)
+        {
+            cut = m;
+        }
+        let head = &clean[..cut];
+        let keep = self.piece_before(head, head.len(), MIN_FRAGMENT);
+        format!("{}…", &head[..keep])
+    }
+
+    fn clean_inner(&self, text: &str, cut_at_end: bool) -> String {
+        if self.forms.is_empty() {
+            return text.to_owned();
+        }
+        let index = self.index();
+        let out = match &index.whole {
+            Some(ac) => {
+                let mut out = String::with_capacity(text.len());
+                let mut at = 0;
+                for m in ac.find_iter(text) {
+                    let start = escape_start(text, m.start()).max(at);
+                    out.push_str(&text[at..start]);
+                    out.push_str(REDACTED);
+                    at = m.end();
+                }
+                out.push_str(&text[at..]);
+                out
+            }
+            None => text.to_owned(),
+        };
+        // Pieces, found from the places a piece can sit: (start, end) ranges to drop.
+        let bytes = out.as_bytes();
+        let mut drop: Vec<(usize, usize)> = Vec::new();
+        for (a, b) in mask_runs(&out) {
+            // From every place in the run: the secret may itself hold a mask character
+            // (`x`, `.`), which the run then swallowed.
+            for at in (a..=b).filter(|&i| out.is_char_boundary(i)) {
+                let s = self.piece_before(&out, at, MIN_FRAGMENT);
+                if s < at {
+                    drop.push((s, at));
+                }
+                let e = self.piece_after(&out, at, MIN_FRAGMENT);
+                if e > at {
+                    drop.push((at, e));
+                }
+            }
+        }
+        if cut_at_end {
+            let s = self.piece_before(&out, out.len(), MIN_FRAGMENT);
+            if s < out.len() {
+                drop.push((s, out.len()));
+            }
+        }
+        for i in 0..=bytes.len() {
+            let after_sep = i == 0 || is_boundary(bytes[i - 1]);
+            let before_sep = i == bytes.len() || is_boundary(bytes[i]);
+            if before_sep && i > 0 && !after_sep {
+                let s = self.piece_before(&out, i, MIN_SECRET);
+                if s < i {
+                    drop.push((s, i));
+                }
+            }
+            if after_sep && i < bytes.len() && !before_sep {
+                let e = self.piece_after(&out, i, MIN_SECRET);
+                if e > i {
+                    drop.push((i, e));
+                }
+            }
+        }
+        if drop.is_empty() {
+            return out;
+        }
+        drop.sort_unstable();
+        let mut cleaned = String::with_capacity(out.len());
+        let mut at = 0;
+        let mut i = 0;
+        while i < drop.len() {
+            // Overlapping and touching pieces become one marker.
+            let (s, mut e) = drop[i];
+            i += 1;
+            while i < drop.len() && drop[i].0 <= e {
+                e = e.max(drop[i].1);
+                i += 1;
+            }
+            let s = escape_start(&out, s).max(at);
+            if e <= s {
+                continue;
+            }
+            cleaned.push_str(&out[at..s]);
+            cleaned.push_str(REDACTED);
+            at = e;
+        }
+        cleaned.push_str(&out[at..]);
+        cleaned
+    }
+
+    /// The start of the longest piece of `text` ending at `end` that is a proper
+    /// prefix of a form, `min` bytes or more; `end` if there is none.
+    fn piece_before(&self, text: &str, end: usize, min: usize) -> usize {
+        let b = text.as_bytes();
+        if end < MIN_FRAGMENT || self.forms.is_empty() {
+            return end;
+        }
+        let gram = lower_gram(&b[end - MIN_FRAGMENT..end]);
+        let mut best = end;
+        for &(f, pos) in self.index().grams.get(&gram).into_iter().flatten() {
+            let form = self.pieces[f as usize].as_bytes();
+            let len = pos as usize + MIN_FRAGMENT;
+            if len < min || len >= form.len() || len > end || end - len >= best {
+                continue;
+            }
+            let start = end - len;
+            if b[start..end].eq_ignore_ascii_case(&form[..len]) && text.is_char_boundary(start) {
+                best = start;
+            }
+        }
+        best
+    }
+
+    /// The end of the longest piece of `text` starting at `start` that is a proper
+    /// suffix of a form, `min` bytes or more; `start` if there is none.
+    fn piece_after(&self, text: &str, start: usize, min: usize) -> usize {
+        let b = text.as_bytes();
+        if start + MIN_FRAGMENT > b.len() || self.forms.is_empty() {
+            return start;
+        }
+        let gram = lower_gram(&b[start..start + MIN_FRAGMENT]);
+        let mut best = start;
+        for &(f, pos) in self.index().grams.get(&gram).into_iter().flatten() {
+            let form = self.pieces[f as usize].as_bytes();
+            let pos = pos as usize;
+            let len = form.len() - pos;
+            if pos == 0 || len < min || start + len > b.len() || start + len <= best {
+                continue;
+            }
+            let end = start + len;
+            if b[start..end].eq_ignore_ascii_case(&form[pos..]) && text.is_char_boundary(end) {
+                best = end;
+            }
+        }
+        best
+    }
+}
+
+/// Where a redaction starting at `start` must start: before a backslash that would
+/// otherwise escape the marker's `<` (`"\nsecret"` in a JSON log line must stay JSON).
+fn escape_start(text: &str, start: usize) -> usize {
+    let backslashes = text.as_bytes()[..start]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'\\')
+        .count();
+    // An even run is escaped backslashes; an odd one ends with an escape.
+    start - backslashes % 2
+}
+
+fn lower_gram(w: &[u8]) -> [u8; MIN_FRAGMENT] {
+    let mut g: [u8; MIN_FRAGMENT] = w.try_into().expect("gram size");
+    g.make_ascii_lowercase();
+    g
+}
+
+/// Where a word can start or end: a piece of a secret is looked for there.
+fn is_boundary(b: u8) -> bool {
+    b.is_ascii_whitespace()
+        || matches!(
+            b,
+            b'"' | b'\''
+                | b'`'
+                | b'<'
+                | b'>'
+                | b'('
+                | b')'
+                | b'['
+                | b']'
+                | b'{'
+                | b'}'
+                | b','
+                | b';'
+                | b'|'
+                | b'='
+                | b'&'
+                | b'?'
+                | b':'
+                | b'/'
+                | b'.'
+                | b'!'
+                | b'\\'
+        )
+}
+
+/// Byte ranges of the masks and ellipses of `text`: a run of `*`, `•`, `#`, `…` and
+/// `.` that holds one of the first four or at least two dots, and a run of four `x`
+/// or more (`sk-xxxxxxxx1234`).
+fn mask_runs(text: &str) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let mut xs: Option<(usize, usize)> = None;
+    for (i, c) in text.char_indices() {
+        match (c == 'x' || c == 'X', xs) {
+            (true, None) => xs = Some((i, 1)),
+            (true, Some((s, n))) => xs = Some((s, n + 1)),
+            (false, Some((s, n))) => {
+                if n >= 4 {
+                    runs.push((s, i));
+                }
+                xs = None;
+            }
+            (false, None) => {}
+        }
+    }
+    if let Some((s, n)) = xs
+        && n >= 4
+    {
+        runs.push((s, text.len()));
+    }
+    let mut start: Option<usize> = None;
+    let mut strong = false;
+    let mut dots = 0;
+    let mut close = |s: usize, e: usize, strong: bool, dots: usize| {
+        if strong || dots >= 2 {
+            runs.push((s, e));
+        }
+    };
+    for (i, c) in text.char_indices() {
+        let mask = matches!(c, '*' | '•' | '…' | '.' | '#');
+        match (mask, start) {
+            (true, None) => {
+                start = Some(i);
+                strong = c != '.';
+                dots = usize::from(c == '.');
+            }
+            (true, Some(_)) => {
+                strong |= c != '.';
+                dots += usize::from(c == '.');
+            }
+            (false, Some(s)) => {
+                close(s, i, strong, dots);
+                start = None;
+            }
+            (false, None) => {}
+        }
+    }
+    if let Some(s) = start {
+        close(s, text.len(), strong, dots);
+    }
+    runs
+}
+
+/// The forms a secret is echoed in, before lower-casing: those whose pieces matter
+/// (a start before a cut, a tail after a mask), and the others.
+fn forms_of(secret: &str) -> (Vec<String>, Vec<String>) {
+    let mut pieces = vec![secret.to_owned()];
+    let encoded = percent_encode(secret);
+    if encoded != secret {
+        pieces.push(encoded);
+    }
+    let mut forms = Vec::new();
+    if secret.contains('/') {
+        forms.push(secret.replace('/', "\\/"));
+    }
+    forms.push(secret.bytes().map(|b| format!("{b:02x}")).collect());
+    for core in base64_cores(secret.as_bytes()) {
+        if core.contains(['+', '/']) {
+            forms.push(core.replace('+', "-").replace('/', "_"));
+        }
+        // A base64 value in a query string.
+        let encoded = percent_encode(&core);
+        if encoded != core {
+            forms.push(encoded);
+        }
+        forms.push(core);
+    }
+    (pieces, forms)
+}
+
+/// The part of the base64 text that depends on `secret` alone, for each of the three
+/// places the secret can start in the encoded stream: what `Basic <pair>`,
+/// `Bearer <value>` or any other wrapper shows of it once encoded.
+fn base64_cores(secret: &[u8]) -> Vec<String> {
+    let engine = base64::engine::general_purpose::STANDARD_NO_PAD;
+    (0..3)
+        .map(|k| {
+            let mut bytes = vec![0u8; k];
+            bytes.extend_from_slice(secret);
+            let text = engine.encode(&bytes);
+            // The first characters mix in the bytes before the secret; the last one
+            // the bytes after it, unless the secret ends a 3-byte group.
+            let skip = [0, 2, 3][k];
+            let tail = usize::from(bytes.len() % 3 != 0);
+            text[skip..text.len() - tail].to_owned()
+        })
+        .collect()
+}
+
+/// Every byte but the unreserved ones as `%XX`, as a client encodes a query value.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// `%XX` decoded (invalid sequences kept as they are): URL userinfo and query values.
@@ -106,6 +660,26 @@ pub fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
+
+    const TOKEN: &str = "sk-live-4f9Kq2ZxP7mB1wRt";
+
+    fn redactor() -> Redactor {
+        let mut r = Redactor::default();
+        r.add(&format!("Bearer {TOKEN}"));
+        r
+    }
+
+    fn assert_clean(r: &Redactor, text: &str, secret_bits: &[&str]) {
+        let out = r.clean(text);
+        for bit in secret_bits {
+            assert!(
+                !out.to_ascii_lowercase().contains(&bit.to_ascii_lowercase()),
+                "{bit:?} survives in {out:?} (from {text:?})"
+            );
+        }
+        assert!(out.contains(REDACTED), "{out:?}");
+    }
 
     #[test]
     fn percent_decoding_for_echoed_secrets() {
@@ -126,5 +700,284 @@ mod tests {
             cleaned,
             "<redacted> <redacted> <redacted> <redacted> <redacted> <redacted> T0001 x=1"
         );
+    }
+
+    #[test]
+    fn case_variants_are_redacted() {
+        let r = redactor();
+        for text in [
+            TOKEN.to_uppercase(),
+            TOKEN.to_lowercase(),
+            format!("authorization: BEARER {}", TOKEN.to_uppercase()),
+        ] {
+            assert_clean(&r, &text, &[&TOKEN[3..]]);
+        }
+    }
+
+    #[test]
+    fn base64_of_the_secret_in_any_wrapper_and_alphabet_is_redacted() {
+        let r = redactor();
+        let wrapped = [
+            TOKEN.to_owned(),
+            format!("Bearer {TOKEN}"),
+            format!("user:{TOKEN}"),
+            format!("x{TOKEN}"),
+            format!("xy{TOKEN}yz"),
+            format!("{{\"key\":\"{TOKEN}\"}}"),
+        ];
+        for plain in &wrapped {
+            for encoded in [
+                STANDARD.encode(plain),
+                STANDARD_NO_PAD_ENGINE.encode(plain),
+                URL_SAFE.encode(plain),
+                URL_SAFE_NO_PAD.encode(plain),
+            ] {
+                let text = format!("echo: {encoded} end");
+                let out = r.clean(&text);
+                assert!(out.contains(REDACTED), "{plain:?} as {encoded} kept: {out}");
+                // What is left of the encoded text no longer decodes to the secret.
+                assert!(out.len() < text.len(), "{out}");
+                let left = out.replace(REDACTED, "");
+                assert!(!left.contains(&encoded[encoded.len() / 2..]), "{out}");
+            }
+        }
+    }
+
+    #[test]
+    fn hex_and_query_encoded_base64_are_redacted() {
+        let r = redactor();
+        let hex: String = TOKEN.bytes().map(|b| format!("{b:02X}")).collect();
+        assert_clean(&r, &format!("dump {hex}"), &[&hex[4..hex.len() - 4]]);
+        let b64 = STANDARD.encode(format!("Bearer {TOKEN}"));
+        let in_query = b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D");
+        let out = r.clean(&format!("GET /?auth={in_query}"));
+        assert!(out.contains(REDACTED), "{out}");
+        assert!(!out.contains(&in_query[12..in_query.len() - 6]), "{out}");
+    }
+
+    /// Many random secrets, each echoed in a random one of the forms servers use, in
+    /// random company, cut or masked at random: nothing of it may be left. A fixed seed
+    /// keeps it repeatable.
+    #[test]
+    fn random_secrets_in_random_forms_leave_nothing() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz0123456789-_+/=.~";
+        const WORDS: [&str; 6] = [
+            "error:",
+            "the key",
+            "was rejected",
+            "(code 401)",
+            "see docs",
+            "for user",
+        ];
+        for round in 0..1000 {
+            let len = 8 + next(40);
+            // Start with a letter so the secret is a word of its own.
+            let secret: String = std::iter::once('k')
+                .chain((1..len).map(|_| ALPHABET[next(ALPHABET.len())] as char))
+                .collect();
+            let mut r = Redactor::default();
+            match next(3) {
+                0 => r.add(&format!("Bearer {secret}")),
+                1 => r.add(&secret),
+                _ => r.add_basic("user", &secret),
+            }
+            let before = WORDS[next(WORDS.len())];
+            let after = WORDS[next(WORDS.len())];
+            let wrapper = ["", "Bearer ", "user:", "x", "xy", "{\"k\":\""][next(6)];
+            let plain = format!("{wrapper}{secret}");
+            let (shown, region): (String, Option<(usize, usize)>) = match next(9) {
+                0 => (secret.to_uppercase(), None),
+                1 => (secret.to_lowercase(), None),
+                2 => (percent_encode(&secret), None),
+                3..=6 => {
+                    let e =
+                        [STANDARD, URL_SAFE, URL_SAFE_NO_PAD, STANDARD_NO_PAD_ENGINE][next(4)].encode(&plain);
+                    // The characters that depend on the secret alone, with a margin.
+                    let p = wrapper.len();
+                    let from = (4 * p).div_ceil(3) + 4;
+                    let to = (4 * (p + secret.len()) / 3).saturating_sub(4);
+                    (e, (to >= from + 8).then_some((from, to)))
+                }
+                _ => (plain.clone(), None),
+            };
+            let text = format!("{before} {shown} {after}");
+            let out = r.clean(&text);
+            match region {
+                Some((from, to)) => assert!(
+                    !out.contains(&shown[from..to]),
+                    "round {round}: base64 of {plain:?} left in {out:?}"
+                ),
+                None => {
+                    let lower = out.to_ascii_lowercase();
+                    let s = secret.to_ascii_lowercase();
+                    let p = percent_encode(&secret).to_ascii_lowercase();
+                    for w in (0..=s.len() - 6).map(|i| &s[i..i + 6]) {
+                        assert!(
+                            !lower.contains(w) || WORDS.iter().any(|x| x.contains(w)),
+                            "round {round}: {w:?} of {secret:?} left in {out:?}"
+                        );
+                    }
+                    assert!(!lower.contains(&p[..p.len().min(12)]), "round {round}: {out:?}");
+                }
+            }
+            // Cut inside the secret, by us or by someone else, and masked.
+            let cut_at = 4 + next(secret.len() - 4);
+            let head = format!("{before} {}", &secret[..cut_at]);
+            let mut ours_text = head.clone();
+            ours_text.push_str(&secret[cut_at..]);
+            let ours = r.shorten(&ours_text, head.chars().count());
+            for theirs in [
+                r.clean(&format!("{head}…")),
+                r.clean(&format!("{head}...")),
+                r.clean_cut(&head),
+                ours,
+            ] {
+                assert!(
+                    !theirs.contains(&secret[..4]),
+                    "round {round}: the start of {secret:?} left in {theirs:?}"
+                );
+            }
+            let tail = &secret[secret.len() - (4 + next(5)).min(secret.len() - 1)..];
+            let mask = ["****", "...", "…", "••••", "xxxxxx", "####"][next(6)];
+            let masked = r.clean(&format!("{before} sk-{mask}{tail} {after}"));
+            assert!(
+                !masked.contains(&format!("{mask}{tail}")),
+                "round {round}: the tail of {secret:?} left in {masked:?}"
+            );
+            // Multi-byte characters around and between pieces: never a panic, never
+            // a broken character.
+            const NOISE: [&str; 8] = ["é", "€", "😀", "…", "•", "*", "\\", " "];
+            let mut noisy = String::new();
+            for _ in 0..12 {
+                noisy.push_str(NOISE[next(NOISE.len())]);
+                let a = next(secret.len());
+                let b = (a + 1 + next(secret.len() - a)).min(secret.len());
+                noisy.push_str(&secret[a..b]);
+            }
+            for cleaned in [r.clean(&noisy), r.clean_cut(&noisy), r.shorten(&noisy, next(40))] {
+                assert!(!cleaned.contains(&secret), "round {round}: {cleaned:?}");
+            }
+        }
+    }
+
+    const STANDARD_NO_PAD_ENGINE: base64::engine::GeneralPurpose =
+        base64::engine::general_purpose::STANDARD_NO_PAD;
+
+    #[test]
+    fn masked_tails_and_heads_are_redacted() {
+        let r = redactor();
+        let tail = &TOKEN[TOKEN.len() - 4..];
+        for text in [
+            format!("Incorrect API key provided: sk-...{tail}."),
+            format!("key ****{tail} is revoked"),
+            format!("key ••••{tail}"),
+            format!("key {}…{tail}", &TOKEN[..7]),
+            format!("key {}****", &TOKEN[..10]),
+            format!("key sk-xxxxxxxxxxxx{tail}"),
+            format!("key ####{tail}"),
+        ] {
+            let out = r.clean(&text);
+            assert!(!out.contains(tail) || text.ends_with("****"), "{out}");
+            assert!(!out.contains(&TOKEN[..7]), "{out}");
+            assert!(out.contains(REDACTED), "{out}");
+        }
+        // A mask next to words that are not the secret's stays as it was.
+        let text = "loading... done; password ****";
+        assert_eq!(r.clean(text), text);
+    }
+
+    #[test]
+    fn a_cut_leaves_no_prefix_of_a_secret() {
+        let r = redactor();
+        let text = format!("invalid token {TOKEN} for model m");
+        // Every cut through the token: the redactor's own shortening...
+        for max in 14..text.chars().count() {
+            let out = r.shorten(&text, max);
+            assert!(out.chars().count() <= max + 1, "{out}");
+            assert!(!out.contains(&TOKEN[..4]), "cut at {max}: {out}");
+        }
+        // ...and text another party cut (an ellipsis marks it, or a capped read).
+        for n in 4..TOKEN.len() {
+            let cut = format!("invalid token {}", &TOKEN[..n]);
+            assert!(!r.clean(&format!("{cut}...")).contains(&TOKEN[..4]), "{cut}");
+            assert!(!r.clean(&format!("{cut}…")).contains(&TOKEN[..4]), "{cut}");
+            assert!(!r.clean_cut(&cut).contains(&TOKEN[..4]), "{cut}");
+        }
+        // A longer piece at a word's end is a secret's even with no cut marked.
+        let out = r.clean(&format!("token '{}' rejected", &TOKEN[..9]));
+        assert_eq!(out, "token '<redacted>' rejected");
+    }
+
+    /// A secret right after a JSON escape (`\n` then the token) leaves a JSON line valid.
+    #[test]
+    fn json_text_stays_json() {
+        let mut r = Redactor::default();
+        r.add("nsecret-1234567");
+        let line = serde_json::json!({"error": "a\nsecret-1234567 and \\nsecret-12345…"}).to_string();
+        let out = r.clean(&line);
+        assert!(out.contains(REDACTED), "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert!(!v["error"].as_str().unwrap().contains("secret-1"), "{v}");
+    }
+
+    #[test]
+    fn shortening_never_splits_the_marker() {
+        let r = redactor();
+        let out = r.shorten(&format!("abc {TOKEN} and more text"), 8);
+        assert_eq!(out, "abc …");
+    }
+
+    #[test]
+    fn ordinary_text_is_untouched() {
+        let r = redactor();
+        for text in [
+            "HTTP 500: internal server error",
+            "connect: connection refused (os error 111)",
+            "expected status [200], got 404...",
+            "Bearer token required",
+        ] {
+            assert_eq!(r.clean(text), text);
+        }
+        assert_eq!(Redactor::default().clean("anything"), "anything");
+        assert_eq!(format!("{:?}", r), "Redactor(2 secrets)");
+    }
+
+    #[test]
+    fn descriptive_header_values_are_redacted_whole_only() {
+        let mut r = Redactor::default();
+        r.add_header(&http::header::CONTENT_TYPE, "application/json");
+        r.add_header(&http::HeaderName::from_static("x-api-key"), "applesauce-key");
+        assert_eq!(r.clean("got application/json"), "got <redacted>");
+        assert_eq!(
+            r.clean("application error… and \"applesauce\" rejected"),
+            "application error… and \"<redacted>\" rejected"
+        );
+    }
+
+    #[test]
+    fn a_refused_config_leaves_the_running_secrets_in_force() {
+        let shared = SharedRedactor::new(redactor());
+        let mut other = Redactor::default();
+        other.add("other-secret-123");
+        drop(shared.replace_until_kept(other.clone()));
+        assert_eq!(shared.current().clean(TOKEN), REDACTED);
+        shared.replace_until_kept(other).keep();
+        assert_eq!(shared.current().clean(TOKEN), TOKEN);
+        assert_eq!(shared.current().clean("other-secret-123"), REDACTED);
+    }
+
+    #[test]
+    fn short_values_are_not_secrets() {
+        let mut r = Redactor::default();
+        r.add("json");
+        assert!(r.is_empty());
+        assert_eq!(r.clean("json"), "json");
     }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use crate::human::{clock, html_escape, percent, seconds, span};
+use crate::human::{clock, html_escape, percent, printable, seconds, span};
 use crate::stats::{Incident, Quantiles, Summary, Targets, incidents};
 use crate::store::{HistoryReader, RunQuery, StoreError};
 
@@ -188,7 +188,7 @@ impl Report {
             }
             out.push('\n');
             for row in &t.rows {
-                let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+                let cells: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
                 let _ = writeln!(out, "| {} |", cells.join(" | "));
             }
             out.push('\n');
@@ -405,6 +405,28 @@ impl Report {
     }
 }
 
+/// A table cell as Markdown shows it literally. Probe and location names come from
+/// label values (any string, when the report reads Prometheus): they must not end the
+/// row, add cells, or become a link, an image, inline HTML or emphasis.
+fn md_cell(s: &str) -> String {
+    let chars: Vec<char> = printable(s).chars().collect();
+    let word = |i: Option<usize>| i.and_then(|i| chars.get(i)).is_some_and(|c| c.is_alphanumeric());
+    let mut out = String::with_capacity(s.len());
+    for (i, &c) in chars.iter().enumerate() {
+        let escape = match c {
+            '\\' | '`' | '*' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '!' => true,
+            // Inside a word (`http_5xx`) an underscore cannot start emphasis.
+            '_' => !(word(i.checked_sub(1)) && word(Some(i + 1))),
+            _ => false,
+        };
+        if escape {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The longest incidents first, at most [`TOP_INCIDENTS`].
 pub fn top(mut all: Vec<Incident>) -> Vec<Incident> {
     all.sort_by(|a, b| {
@@ -568,6 +590,32 @@ mod tests {
         assert_eq!(p["availability_met"], false);
         assert_eq!(p["previous"]["failures"], 10);
         assert_eq!(j["incidents"][0]["duration_seconds"], 1200.0);
+    }
+
+    /// Names from label values are text in both documents, never markup.
+    #[test]
+    fn hostile_names_stay_text_in_markdown_and_html() {
+        let mut r = report();
+        let hostile = "x](https://evil.example) ![t](https://evil.example/p.png) <img src=x onerror=alert(1)> *b* _i_ `c` ~~s~~ &amp; \\| a\nb\r| c |";
+        r.rows[0].probe = hostile.into();
+        r.incidents[0].location = hostile.into();
+        let md = r.to_markdown();
+        for raw in [
+            "x](", " ![", " <img", " *b*", " _i_", " `c`", "~~s", " &amp;", "\nb", "\r",
+        ] {
+            assert!(!md.contains(raw), "{raw:?} in\n{md}");
+        }
+        assert!(md.contains("x\\](https://evil.example) \\!\\[t\\]"), "{md}");
+        // Still one row per line, as many cells as the header.
+        for block in md.split("\n\n").filter(|b| b.starts_with('|')) {
+            let widths: Vec<usize> = block
+                .lines()
+                .map(|l| l.replace("\\\\", "").replace("\\|", "").matches('|').count())
+                .collect();
+            assert!(widths.windows(2).all(|w| w[0] == w[1]), "{block}");
+        }
+        let html = r.to_html();
+        assert!(!html.contains("<img") && html.contains("&lt;img src=x"), "{html}");
     }
 
     #[test]

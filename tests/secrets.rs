@@ -6,6 +6,13 @@
 //! Then every surface is collected: logs at debug level, `/metrics`, every `/api/v1/*`
 //! answer, the status page and a probe's page, `check`, `once`, `report` in all three
 //! formats and `test-alert`; no marker may appear in any of them.
+//!
+//! Servers also echo what they heard changed, as real ones do: upper or lower case,
+//! base64 (of the token, of `Bearer <token>`, of `user:<token>`, URL-safe too), a
+//! masked tail (`sk-...abcd`, `****abcd`), cut by themselves (`MARK4env...`), or placed
+//! across the 200-character cut of an error message. A `${VAR}` in a URL's path and
+//! one in its host are secrets too. No marker may appear in any case, no base64 of one,
+//! no masked tail and no six-character start of one.
 #![forbid(unsafe_code)]
 
 mod support;
@@ -15,7 +22,7 @@ use std::time::Duration;
 
 use support::*;
 
-const MARKERS: [&str; 9] = [
+const MARKERS: [&str; 11] = [
     "MARK1probeheaderkey",
     "MARK2urlpassword",
     "MARK3urlquerytoken",
@@ -25,6 +32,20 @@ const MARKERS: [&str; 9] = [
     "MARK7webhookheader",
     "MARK8rwbearer",
     "MARK9rwpassword",
+    "MARKApathtoken",
+    "markbsecrethost",
+];
+
+/// How the echoing servers change what they heard, by request path (`/form/<name>`).
+const FORMS: [&str; 8] = [
+    "upper",
+    "lower",
+    "b64",
+    "b64url",
+    "basic",
+    "masked",
+    "servercut",
+    "straddle",
 ];
 
 type Heard = std::sync::Arc<std::sync::Mutex<String>>;
@@ -39,12 +60,68 @@ fn echoing_server(status: u16, heard: Heard) -> std::net::SocketAddr {
         }
         echo += &String::from_utf8_lossy(&r.body);
         heard.lock().unwrap().push_str(&echo);
-        reply(status, &echo)
+        let auth = r.header("authorization").unwrap_or_default();
+        match r.path.strip_prefix("/form/") {
+            Some(form) => reply(status, &derived_echo(form, auth)),
+            None => reply(status, &echo),
+        }
     })
 }
 
-fn leaks(text: &str) -> Vec<&'static str> {
-    MARKERS.iter().copied().filter(|m| text.contains(m)).collect()
+/// The `Authorization` value a server heard, echoed changed in the way `form` names.
+fn derived_echo(form: &str, auth: &str) -> String {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let token = auth.rsplit(' ').next().unwrap_or_default();
+    let tail = &token[token.len().saturating_sub(4)..];
+    match form {
+        "upper" => format!("invalid credentials {}", auth.to_uppercase()),
+        "lower" => format!("invalid credentials {}", auth.to_lowercase()),
+        "b64" => format!("{{\"error\":\"bad header {}\"}}", STANDARD.encode(auth)),
+        "b64url" => format!("bad header {}", URL_SAFE_NO_PAD.encode(auth)),
+        "basic" => format!("bad basic Basic {}", STANDARD.encode(format!("user:{token}"))),
+        "masked" => format!(
+            "{{\"error\":{{\"message\":\"Incorrect API key provided: {}...{tail}. Also tried ****{tail}.\"}}}}",
+            &token[..3]
+        ),
+        "servercut" => format!("{{\"detail\":\"Invalid key: {}...\"}}", &token[..10]),
+        // The token starts 9 characters before the 200th, where messages are cut.
+        "straddle" => format!("{} {token} is not valid", "x".repeat(190)),
+        other => panic!("no form {other}"),
+    }
+}
+
+/// What of a marker must never show: the marker in any case, its start, its masked
+/// tail, its base64 (plain, as `Bearer <m>`, as `user:<m>`; standard and URL-safe).
+fn leaks(text: &str) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let lower = text.to_lowercase();
+    let mut found = Vec::new();
+    for m in MARKERS {
+        let ml = m.to_lowercase();
+        if lower.contains(&ml) {
+            found.push(m.to_owned());
+        } else if lower.contains(&ml[..6]) {
+            found.push(format!("the start {} of {m}", &m[..6]));
+        }
+        let tail = &ml[ml.len() - 4..];
+        for mask in ["...", "…", "****"] {
+            if lower.contains(&format!("{mask}{tail}")) {
+                found.push(format!("the masked tail {mask}{tail} of {m}"));
+            }
+        }
+        for plain in [m.to_owned(), format!("Bearer {m}"), format!("user:{m}")] {
+            for e in [STANDARD.encode(&plain), URL_SAFE_NO_PAD.encode(&plain)] {
+                // What depends on the marker alone, whatever surrounds it.
+                let core = &e[e.len() - m.len() * 4 / 3 + 3..e.len() - 4];
+                if text.contains(core) {
+                    found.push(format!("base64 {e} of {plain:?}"));
+                }
+            }
+        }
+    }
+    found
 }
 
 #[test]
@@ -81,6 +158,16 @@ receivers:
     headers:
       Authorization: Bearer {m7}
     max_backoff: 1s
+  - name: hook-host
+    kind: webhook
+    url: http://${{SECRET_HOST}}:{port}/hook
+    max_backoff: 1s
+  - name: hook-b64
+    kind: webhook
+    url: http://{rejecting}/form/b64
+    headers:
+      Authorization: Bearer {m7}
+    max_backoff: 1s
 defaults:
   interval: 1s
   timeout: 900ms
@@ -105,7 +192,13 @@ probes:
   - name: basic-in-url
     kind: http
     url: http://probe:{m2}@{failing}/basic
-"#,
+  - name: env-path
+    kind: http
+    url: http://{failing}/v1/${{SECRET_PATH_TOKEN}}/health
+  - name: env-host
+    kind: http
+    url: http://${{SECRET_HOST}}:{port}/health
+{forms}"#,
             m1 = MARKERS[0],
             m2 = MARKERS[1],
             m3 = MARKERS[2],
@@ -113,6 +206,13 @@ probes:
             m6 = MARKERS[5],
             m7 = MARKERS[6],
             m8 = MARKERS[7],
+            port = failing.port(),
+            forms = FORMS
+                .iter()
+                .map(|f| format!(
+                    "  - name: form-{f}\n    kind: http\n    url: http://{failing}/form/{f}\n    headers:\n      Authorization: \"Bearer ${{SECRET_TEST_TOKEN}}\"\n"
+                ))
+                .collect::<String>(),
         ),
     )
     .unwrap();
@@ -123,6 +223,8 @@ probes:
     let run = |args: &[&str]| {
         let out = Command::new(binary)
             .env("SECRET_TEST_TOKEN", MARKERS[3])
+            .env("SECRET_PATH_TOKEN", MARKERS[9])
+            .env("SECRET_HOST", format!("{}.invalid", MARKERS[10]))
             .args(args)
             .output()
             .unwrap();
@@ -155,6 +257,9 @@ probes:
     // The daemon gets the `${SECRET_TEST_TOKEN}` marker the same way, per child process.
     let mut cmd_env = std::collections::HashMap::new();
     cmd_env.insert("SECRET_TEST_TOKEN", MARKERS[3]);
+    cmd_env.insert("SECRET_PATH_TOKEN", MARKERS[9]);
+    let host = format!("{}.invalid", MARKERS[10]);
+    cmd_env.insert("SECRET_HOST", &host);
     let d = Daemon::start_with_env(
         &config,
         &["--log-level", "debug", "--data-dir", data.to_str().unwrap()],
@@ -185,6 +290,12 @@ probes:
         "/probes/healthy",
         "/probes/basic-in-url",
         "/api/v1/probes/basic-in-url",
+        "/probes/env-path",
+        "/api/v1/probes/env-path",
+        "/probes/env-host",
+        "/api/v1/probes/env-host",
+        "/probes/form-straddle",
+        "/probes/form-masked",
     ] {
         let (status, _, body) = http_get(&d.addr, path, None);
         assert_eq!(status, 200, "{path}");
@@ -252,7 +363,8 @@ probes:
         })
         .filter_map(|b| base64_decode(b.trim()))
         .collect();
-    for m in MARKERS {
+    // The secret host never resolves: its probe fails on DNS, checked below.
+    for m in &MARKERS[..10] {
         assert!(
             heard.contains(m) || basic.iter().any(|b| b.contains(m)),
             "{m} never reached a server: the test does not exercise it"
@@ -272,6 +384,16 @@ probes:
     );
     assert!(all.contains("\"probe\":\"healthy\""), "the healthy probe ran");
     assert!(all.contains("http_5xx"), "the echoing probes failed as 5xx");
+    assert!(
+        all.contains("\"reason\":\"dns\""),
+        "the probe of the secret host failed to resolve it"
+    );
+    for form in FORMS {
+        assert!(
+            all.contains(&format!("\"probe\":\"form-{form}\"")),
+            "the {form} echo ran"
+        );
+    }
     // The encoded Basic credentials are as secret as the password inside them.
     let encoded: Vec<&str> = heard
         .lines()
@@ -286,6 +408,10 @@ probes:
     for (name, text) in &surfaces {
         for m in leaks(text) {
             found.push(format!("{m} in {name}"));
+        }
+        // Whatever shows an endpoint shows where it is, with secret parts hidden.
+        if text.contains(&format!("/v1/{}/", MARKERS[9])) {
+            found.push(format!("the secret path in {name}"));
         }
         for e in &encoded {
             if text.contains(e) {

@@ -26,7 +26,7 @@ use crate::alert::{Alert, Event, Firing, Notification};
 use crate::config::{ReceiverConfig, ReceiverKind};
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
-use crate::redact::Redactor;
+use crate::redact::SharedRedactor;
 use crate::store::Store;
 
 /// What a receiver made of one attempt.
@@ -54,26 +54,27 @@ pub enum ReceiverError {
 pub struct Receiver {
     pub config: ReceiverConfig,
     client: reqwest::Client,
-    /// The receiver's own secrets, removed from what it answers before that is logged.
-    redactor: Redactor,
+    /// The config's secrets, removed from what the receiver answers before that is
+    /// logged or printed.
+    redactor: SharedRedactor,
 }
 
+/// Longest receiver answer kept for logs and `test-alert`.
+const MAX_ANSWER_CHARS: usize = 300;
+
 impl Receiver {
-    pub fn build(config: ReceiverConfig, roots: &TlsRoots) -> Result<Receiver, ReceiverError> {
+    /// `redactor` holds the whole config's secrets ([`crate::redact::Redactor::for_config`]).
+    pub fn build(
+        config: ReceiverConfig,
+        roots: &TlsRoots,
+        redactor: SharedRedactor,
+    ) -> Result<Receiver, ReceiverError> {
         let err = |message: String| ReceiverError::Build {
             name: config.name.clone(),
             message,
         };
         let client = crate::net::control_plane_client(roots, config.ca_file.as_deref(), config.timeout)
             .map_err(|e| err(e.to_string()))?;
-        let mut redactor = Redactor::default();
-        redactor.add_url(config.url.expose());
-        if let Some(key) = &config.routing_key {
-            redactor.add(key.expose());
-        }
-        for (_, value) in &config.headers {
-            redactor.add(value.expose());
-        }
         Ok(Receiver {
             config,
             client,
@@ -142,14 +143,27 @@ impl Receiver {
             Err(e) => {
                 return Delivery::Retry {
                     after: None,
-                    why: self.redactor.clean(&describe_error(e)),
+                    why: self.answer(&describe_error(e), false),
                 };
             }
         };
         let status = response.status();
         let retry_after = retry_after(&response);
-        let text = self.redactor.clean(&read_capped(response).await);
-        classify(status.as_u16(), retry_after, &text)
+        // The read is capped: the body may end in a secret's start.
+        let body = read_capped(response).await;
+        classify(status.as_u16(), retry_after, &self.answer(&body, true))
+    }
+
+    /// A receiver's words as we log and print them: secrets out (a body cut by the
+    /// read cap may end in a secret's start), one line, no terminal controls.
+    fn answer(&self, text: &str, cut: bool) -> String {
+        let redactor = self.redactor.current();
+        let clean = if cut {
+            redactor.clean_cut(text)
+        } else {
+            redactor.clean(text)
+        };
+        crate::human::printable(&redactor.shorten(&clean, MAX_ANSWER_CHARS))
     }
 }
 
@@ -476,6 +490,43 @@ mod tests {
                 .starts_with(":bell: Still firing:"),
             "{slack}"
         );
+    }
+
+    /// An endpoint's error text reaches every format as data: Slack cannot be made to
+    /// mention the channel or show a disguised link; the JSON formats carry it as a
+    /// string, whatever it holds.
+    #[test]
+    fn endpoint_words_are_data_in_every_format() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
+        let hostile =
+            "<!channel> <@U024BE7LH> <!here|here> <https://evil.example|Runbook> a&b \"}], \u{1b}[2J";
+        let mut n = notification(Event::Firing);
+        n.alert.last_error = Some(hostile.into());
+        n.alert.description = format!("chat failed: {hostile}");
+        n.alert.summary = format!("chat is DOWN <!channel> {hostile}");
+        let slack = webhook::slack_body(&n);
+        let text = slack["text"].as_str().unwrap();
+        for markup in ["<!channel>", "<!here", "<@U", "<https://", "|Runbook>"] {
+            assert!(!text.contains(markup), "{markup} in {text}");
+        }
+        assert!(text.contains("&lt;!channel&gt; &lt;@U024BE7LH&gt;"), "{text}");
+        assert!(
+            text.contains("&lt;https://evil.example|Runbook&gt; a&amp;b"),
+            "{text}"
+        );
+        // The structured formats keep the words exactly, as JSON strings.
+        let hook = webhook::body(&n, now);
+        assert_eq!(hook["alert"]["last_error"], hostile);
+        let pd = pagerduty::body(&n, "rk");
+        assert_eq!(pd["payload"]["custom_details"]["last_error"], hostile);
+        let am = alertmanager::body(&[(&n.alert, Event::Firing)], now, Duration::from_secs(60));
+        assert_eq!(am[0]["annotations"]["last_error"], hostile);
+        for v in [&hook, &pd, &am] {
+            let wire = serde_json::to_string(v).unwrap();
+            let back: serde_json::Value = serde_json::from_str(&wire).unwrap();
+            assert_eq!(&back, v, "the body survives the wire unchanged");
+            assert!(!wire.contains('\u{1b}'), "controls are escaped in JSON");
+        }
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! The webhook body (documented in the README) is one JSON object per notification:
 //! `version`, a unique `id` to deduplicate on, the `event` (firing, reminder, resolved),
-//! `sent_at`, and the `alert` with every field of the page. Slack gets a `text` message.
+//! `sent_at`, and the `alert` with every field of the page. Slack gets a `text` message,
+//! escaped as Slack asks (`&`, `<`, `>`), so an endpoint's words in it cannot mention
+//! `@channel` or hide a link behind text: they are data, never markup.
 
 use std::time::SystemTime;
 
@@ -62,9 +64,15 @@ pub fn slack_body(n: &Notification) -> Value {
     };
     let text = format!(
         "{mark} *{}* ({})\n{}",
-        a.summary,
+        slack_escape(&a.summary),
         a.severity.as_str(),
-        a.description
+        slack_escape(&a.description)
     );
     json!({ "text": text })
+}
+
+/// Slack's control characters in message text: `<!channel>`, `<@U123>` and
+/// `<https://x|label>` all need a raw `<`, and `&` would start an entity.
+fn slack_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }

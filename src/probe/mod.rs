@@ -22,14 +22,16 @@ use crate::config::{Kind, ProbeConfig, display_url};
 use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
 use crate::payload::images::{ImageError, ImageStore};
-use crate::redact::Redactor;
+use crate::redact::{Redactor, SharedRedactor};
 
-/// What building a probe needs besides its config: the TLS roots (loaded once) and the
-/// image store (shared, so each image is encoded once for all probes and reloads).
+/// What building a probe needs besides its config: the TLS roots (loaded once), the
+/// image store (shared, so each image is encoded once for all probes and reloads) and
+/// the config's secrets (kept out of every message and shown endpoint).
 #[derive(Clone)]
 pub struct BuildContext {
     pub roots: TlsRoots,
     pub images: Arc<ImageStore>,
+    pub redactor: SharedRedactor,
 }
 
 impl BuildContext {
@@ -37,6 +39,7 @@ impl BuildContext {
         BuildContext {
             roots: TlsRoots::system(),
             images: Arc::new(ImageStore::default()),
+            redactor: SharedRedactor::default(),
         }
     }
 }
@@ -122,6 +125,7 @@ pub struct ReadyProbe {
     pub config: ProbeConfig,
     pub identity: Arc<ProbeIdentity>,
     probe: AnyProbe,
+    redactor: SharedRedactor,
 }
 
 impl ReadyProbe {
@@ -142,12 +146,14 @@ impl ReadyProbe {
             model: config.model.clone().unwrap_or_default(),
             location: location.to_owned(),
             labels: config.labels.clone(),
-            endpoint: display_url(&config.url),
+            // A `${VAR}` in the host or path is a secret: shown as `<redacted>`.
+            endpoint: cx.redactor.current().clean(&display_url(&config.url)),
         };
         Ok(ReadyProbe {
             config: config.clone(),
             identity: Arc::new(identity),
             probe,
+            redactor: cx.redactor.clone(),
         })
     }
 
@@ -164,7 +170,7 @@ impl ReadyProbe {
         // Probes enforce their own deadlines, so a timed-out run keeps the phases it did
         // measure; this outer bound is only a safety net.
         let bound = self.config.timeout + Duration::from_secs(2);
-        let observation = match tokio::time::timeout(bound, self.probe.run(&limits)).await {
+        let mut observation = match tokio::time::timeout(bound, self.probe.run(&limits)).await {
             Ok(o) => o,
             Err(_) => Observation::failed(
                 begun,
@@ -177,6 +183,11 @@ impl ReadyProbe {
                 ),
             ),
         };
+        // Where server words enter the results: every surface (logs, history, pages,
+        // the API, `once`) gets them without secrets and without control characters.
+        if let Err(f) = &mut observation.result {
+            f.message = crate::human::printable(&self.redactor.current().clean(&f.message));
+        }
         Outcome {
             probe: self.identity.clone(),
             started_at,
@@ -186,26 +197,18 @@ impl ReadyProbe {
     }
 }
 
-/// The start of a server's text for a message: at most 80 characters.
+/// The start of a server's text for a message: at most 80 characters. Cut with an
+/// ellipsis, which tells the redaction (applied later, in `run_once`) that a secret's
+/// start before it may be all that is left of one.
 pub(crate) fn preview(s: &str) -> String {
-    let mut p: String = s.chars().take(80).collect();
-    if p.len() < s.len() {
-        p.push_str("...");
-    }
-    p
+    crate::human::shorten(s, 80)
 }
 
-/// The redactor for a probe's secrets: header values and the URL's (the endpoint's
-/// error bodies may echo them).
+/// The redactor for a probe's own secrets, applied where its error bodies are read;
+/// `run_once` applies the whole config's.
 pub(crate) fn redactor_for(config: &ProbeConfig) -> Redactor {
     let mut r = Redactor::default();
-    for (_, value) in &config.headers {
-        r.add(value.expose());
-    }
-    r.add_url(&config.url.to_string());
-    if let Some(basic) = basic_auth_from_url(&config.url) {
-        r.add(&basic);
-    }
+    r.add_probe(config);
     r
 }
 
@@ -236,5 +239,30 @@ mod tests {
         let r = redactor_for(&config.probes[0]);
         let cleaned = r.clean("got tok-123456789, abc%2Fdef%2Bghi and abc/def+ghi");
         assert_eq!(cleaned, "got <redacted>, <redacted> and <redacted>");
+    }
+
+    /// A `${VAR}` in a URL's path or host is a secret wherever the probe is shown; the
+    /// rest of the path (a long model name included) is shown as written.
+    #[test]
+    fn shown_endpoints_hide_substituted_values_and_keep_the_rest() {
+        let text = "probes:\n  - name: a\n    kind: http\n    url: http://h.example/v2/models/llama-3-8b-instruct-long/infer/${TOKEN}?key=${KEY}\n  - name: b\n    kind: http\n    url: https://${HOST}:8443/health\n";
+        let env = |n: &str| match n {
+            "TOKEN" => Some("tok-abcdefgh12".to_owned()),
+            "KEY" => Some("k".repeat(10)),
+            "HOST" => Some("tenant-secret.example.net".to_owned()),
+            _ => None,
+        };
+        let config = crate::config::parse(text, std::path::Path::new("t.yaml"), &env).unwrap();
+        let cx = BuildContext {
+            redactor: SharedRedactor::new(Redactor::for_config(&config)),
+            ..BuildContext::new()
+        };
+        let a = ReadyProbe::build(&config.probes[0], "x", &cx).unwrap();
+        assert_eq!(
+            a.identity.endpoint,
+            "http://h.example/v2/models/llama-3-8b-instruct-long/infer/<redacted>"
+        );
+        let b = ReadyProbe::build(&config.probes[1], "x", &cx).unwrap();
+        assert_eq!(b.identity.endpoint, "https://<redacted>:8443/health");
     }
 }

@@ -354,7 +354,15 @@ async fn check_status(
         .deadline
         .min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
     let body = read_prefix(&mut stream.body, MAX_ERROR_BODY, wait).await;
-    if let Some(detail) = error_detail(&body) {
+    // Redacted before `error_detail` cuts it (and after, for what JSON decoding
+    // reveals); a body cut by the read cap may end in a secret's start.
+    let text = String::from_utf8_lossy(&body);
+    let text = if body.len() >= MAX_ERROR_BODY {
+        redactor.clean_cut(&text)
+    } else {
+        redactor.clean(&text)
+    };
+    if let Some(detail) = error_detail(text.as_bytes()) {
         message.push_str(": ");
         message.push_str(&redactor.clean(&detail));
     }
@@ -408,12 +416,7 @@ pub(crate) fn json_error_message(v: &serde_json::Value) -> Option<String> {
 
 fn one_line(s: &str, max_chars: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max_chars {
-        let cut: String = flat.chars().take(max_chars).collect();
-        format!("{cut}...")
-    } else {
-        flat
-    }
+    crate::human::shorten(&flat, max_chars)
 }
 
 /// Checks the content type of a streamed response before reading it.

@@ -129,11 +129,9 @@ impl RunRecord {
     }
 }
 
+/// Messages are redacted where they enter the outcome, so a plain cut is enough here.
 fn shorten(s: &str) -> String {
-    match s.char_indices().nth(MESSAGE_CHARS) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
+    crate::human::shorten(s, MESSAGE_CHARS)
 }
 
 // Runs are nearly every message: boxing them would cost an allocation per run.
