@@ -494,7 +494,7 @@ fn print_table(outcomes: &[Outcome]) {
         d.map(|d| format!("{:.1}ms", d.as_secs_f64() * 1000.0))
             .unwrap_or_else(|| "-".into())
     };
-    let rows: Vec<[String; 9]> = outcomes
+    let rows: Vec<[String; 10]> = outcomes
         .iter()
         .map(|o| {
             let obs = &o.observation;
@@ -514,11 +514,12 @@ fn print_table(outcomes: &[Outcome]) {
                 obs.output_tokens
                     .map(|n| n.to_string())
                     .unwrap_or_else(|| "-".into()),
+                obs.finish_reason.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
     let header = [
-        "PROBE", "RESULT", "REASON", "STATUS", "TTFB", "TTFT", "TPOT", "TOTAL", "TOKENS",
+        "PROBE", "RESULT", "REASON", "STATUS", "TTFB", "TTFT", "TPOT", "TOTAL", "TOKENS", "FINISH",
     ];
     let mut widths = header.map(str::len);
     for r in &rows {
@@ -543,6 +544,8 @@ fn print_table(outcomes: &[Outcome]) {
     for o in outcomes {
         if let Some(f) = o.observation.failure() {
             println!("{}: {}: {}", o.probe.name, f.reason, f.message);
+        } else if let Some(note) = &o.observation.note {
+            println!("{}: note: {note}", o.probe.name);
         }
     }
 }
