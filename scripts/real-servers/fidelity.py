@@ -101,6 +101,42 @@ def inferprobe_run(binary, config):
     return r["ttft_seconds"], r["total_seconds"], r["success"], r.get("finish_reason"), r
 
 
+def daemon_runs(binary, config, n, on_run):
+    """The probe inside a running agent (a warm process, as in production): polls the
+    agent's API for each new run and calls `on_run(last_run)` right after it, so the
+    reference client's run falls between two of the agent's (interval 2 s)."""
+    data = tempfile.mkdtemp()
+    agent = subprocess.Popen(
+        [binary, "run", "-c", config, "--listen", "127.0.0.1:19499", "--location", "fidelity", "--data-dir", data],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seen, got = None, 0
+    try:
+        while got < n + 1:
+            time.sleep(0.05)
+            try:
+                s = socket.create_connection(("127.0.0.1", 19499))
+            except OSError:
+                continue
+            s.sendall(b"GET /api/v1/probes HTTP/1.0\r\nHost: x\r\n\r\n")
+            raw = b""
+            while chunk := s.recv(65536):
+                raw += chunk
+            s.close()
+            probes = json.loads(raw.split(b"\r\n\r\n", 1)[1])["probes"]
+            last = probes[0].get("last_run") if probes else None
+            if not last or last["started_at"] == seen:
+                continue
+            seen = last["started_at"]
+            got += 1
+            if got > 1:  # the first run is the warm-up
+                on_run(last)
+    finally:
+        agent.terminate()
+        agent.wait()
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))]
@@ -119,6 +155,11 @@ def main():
     ap.add_argument("--model", default="tiny-llama")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument(
+        "--daemon",
+        action="store_true",
+        help="measure inferprobe inside a running agent (warm process) instead of `once`",
+    )
     a = ap.parse_args()
 
     config = os.path.join(tempfile.mkdtemp(), "fidelity.yaml")
@@ -127,7 +168,8 @@ def main():
             "probes:\n  - name: fidelity\n    kind: openai_chat\n"
             f"    url: http://{a.host}:{a.port}/v1/chat/completions\n"
             f"    model: {a.model}\n    max_tokens: {a.max_tokens}\n"
-            f"    prompts: {{inline: [{json.dumps(PROMPT)}]}}\n    timeout: 20s\n"
+            f"    prompts: {{inline: [{json.dumps(PROMPT)}]}}\n    timeout: 2s\n"
+            "    interval: 2s\n"
         )
     payload = body(a.model, a.max_tokens)
     # Warm-up: the server's prompt cache and page cache, both clients' first run.
@@ -138,15 +180,25 @@ def main():
     ip_ttft, ip_total, ref_ttft, ref_total, d_ttft, d_total = [], [], [], [], [], []
     d_connect, d_first_byte = [], []
     prompt_ms, predicted_ms, failures = [], [], []
-    for i in range(a.runs):
-        # Alternate which client goes first, so neither always follows the other.
-        order = ["ip", "ref"] if i % 2 == 0 else ["ref", "ip"]
-        got = {}
-        for who in order:
-            if who == "ip":
-                got["ip"] = inferprobe_run(a.inferprobe, config)
-            else:
-                got["ref"] = reference_run(a.host, a.port, payload)
+    pairs = []
+    if a.daemon:
+        def on_run(last):
+            ip = (last["ttft_seconds"], last["total_seconds"], last["success"], last.get("finish_reason"), last)
+            pairs.append((["ip", "ref"], {"ip": ip, "ref": reference_run(a.host, a.port, payload)}))
+
+        daemon_runs(a.inferprobe, config, a.runs, on_run)
+    else:
+        for i in range(a.runs):
+            # Alternate which client goes first, so neither always follows the other.
+            order = ["ip", "ref"] if i % 2 == 0 else ["ref", "ip"]
+            got = {}
+            for who in order:
+                if who == "ip":
+                    got["ip"] = inferprobe_run(a.inferprobe, config)
+                else:
+                    got["ref"] = reference_run(a.host, a.port, payload)
+            pairs.append((order, got))
+    for i, (order, got) in enumerate(pairs):
         it, itot, ok, ifinish, raw = got["ip"]
         rt, rtot, timings, rfinish, rconnect, rfirst = got["ref"]
         if not ok:
