@@ -381,3 +381,17 @@ async fn golden_cuts_in_every_protocol() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_json_answer_whose_chunked_body_never_ends_is_truncated() {
+    // The simulator's abort-after-done on a non-streaming answer: the whole JSON document
+    // in one chunk, then the connection closes without the last chunk.
+    let sim = simulator(Script::default()).await;
+    let o = run_probe(&format!(
+        "name: k\nkind: kserve_v2\nurl: http://{}/v2/models/m/infer?fault=abort-after-done&ttft=5ms\ntimeout: 2s\ninput: {{name: x, datatype: FP32, shape: [1, 2], data: [0.1, 0.2]}}",
+        sim.addr
+    ))
+    .await;
+    let f = o.observation.failure().expect("a cut body is not a success");
+    assert_eq!(f.reason, FailureReason::Truncated, "{}", f.message);
+}

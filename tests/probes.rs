@@ -437,6 +437,7 @@ async fn real_llama_streams_succeed_with_their_finish_reason() {
     for (transcript, kind) in [
         ("llama-server-tiny-chat-stream.txt", "openai_chat"),
         ("llama-server-tiny-chat-stream-include-usage.txt", "openai_chat"),
+        ("llama-server-tiny-vision-chat-image-stream.txt", "openai_chat"),
         ("llama-server-tiny-completions-stream.txt", "openai_completions"),
         ("llama-py-tiny-chat-stream-include-usage.txt", "openai_chat"),
         ("llama-py-tiny-completions-stream.txt", "openai_completions"),
