@@ -264,6 +264,16 @@ const GOLDEN: &[Golden] = &[
         message_has: "",
     },
     Golden {
+        name: "responses: [DONE] with no terminal event",
+        kind: "openai_responses",
+        path: "/v1/responses",
+        content_type: SSE,
+        events: &[RESPONSES_DELTA, "data: [DONE]\n\n"],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::Truncated),
+        message_has: "data: [DONE] came without response.completed",
+    },
+    Golden {
         name: "responses: completed, then the body cut",
         kind: "openai_responses",
         path: "/v1/responses",

@@ -15,7 +15,8 @@
 //! The Responses API (§3) streams named events instead: text in
 //! `response.output_text.delta`, usage only in the terminal `response.completed` (or
 //! `response.incomplete`, e.g. at `max_output_tokens`), failures as `response.failed` or
-//! an `error` event, and no `[DONE]` (tolerated if a server sends one).
+//! an `error` event, and no `[DONE]` (tolerated after the terminal event, where the
+//! stream has already ended; before it, the answer was cut short).
 
 use std::sync::Arc;
 
@@ -350,6 +351,14 @@ fn done_or_empty(data: &str) -> Option<EventFacts> {
 /// usually repeated in `event:`).
 pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure> {
     let data = event.data.trim();
+    // The stream ends at its terminal event, so a `[DONE]` read here came without one:
+    // the sentinel some servers add does not say the response completed.
+    if data == "[DONE]" {
+        return Err(Failure::new(
+            FailureReason::Truncated,
+            "data: [DONE] came without response.completed: the answer was cut short",
+        ));
+    }
     if let Some(facts) = done_or_empty(data) {
         return Ok(facts);
     }
@@ -584,6 +593,12 @@ mod tests {
         ] {
             assert_eq!(finish(other).as_deref(), Some("incomplete"), "{other}");
         }
+        let done = parse_responses_event(&Event {
+            data: "[DONE]".into(),
+            ..Event::default()
+        })
+        .unwrap_err();
+        assert_eq!(done.reason, FailureReason::Truncated);
         let refusal = parse_responses_event(&Event {
             data: r#"{"type":"response.refusal.delta","delta":"I can't"}"#.into(),
             ..Event::default()
