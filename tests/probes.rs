@@ -604,3 +604,23 @@ async fn a_large_gap_between_usage_and_events_is_said() {
         "usage reports 40 output tokens but 2 content events arrived; the usage count is used"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_held_open_after_done_is_let_go_without_failing() {
+    // A proxy that forwards [DONE] but holds the chunked body open: not a cut (nothing
+    // broke), so the run succeeds once the grace is over; the total still ends at [DONE].
+    let events = transcript_events("llama-server-tiny-chat-stream.txt");
+    let parts: Vec<&str> = events.iter().map(String::as_str).collect();
+    let open = chunked_reply("text/event-stream", &parts, BodyEnd::Cut);
+    let addr = scripted_server(move |_| vec![Step::Write(open.clone()), Step::Hold(Duration::from_secs(8))]);
+    let started = std::time::Instant::now();
+    let o = run_probe(&chat(addr, "", "timeout: 5s")).await;
+    assert!(o.observation.success(), "{:?}", o.observation.result);
+    assert!(o.observation.total().unwrap() < Duration::from_secs(1));
+    // Let go after the grace (1 s), long before the server's hold or the timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
