@@ -420,6 +420,10 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The finish reasons `expect.finish_reason` may list: those that carry an answer (the
+/// probes normalize every protocol's own names to these).
+pub const ANSWER_FINISH_REASONS: [&str; 3] = ["stop", "length", "tool_calls"];
+
 /// What a run must show to count as a success, beyond a complete, well-formed response.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Expect {
@@ -428,6 +432,9 @@ pub struct Expect {
     /// Generated output (LLM kinds) or body (http) must not be empty.
     pub non_empty: bool,
     pub min_output_tokens: u64,
+    /// LLM kinds: the generation must have ended for one of these reasons (`stop`,
+    /// `length`, `tool_calls`); empty accepts any that carries an answer.
+    pub finish_reason: Vec<String>,
     /// Output text (LLM kinds) or body (http) must contain this.
     pub contains: Option<String>,
     /// ... and match this regular expression.
@@ -720,6 +727,7 @@ struct RawExpect {
     status: Vec<u16>,
     non_empty: Option<bool>,
     min_output_tokens: Option<u64>,
+    finish_reason: Option<Vec<String>>,
     contains: Option<String>,
     matches: Option<String>,
     json: Option<bool>,
@@ -1303,12 +1311,31 @@ impl Checker<'_> {
         if !raw.kind.is_llm() && raw_expect.min_output_tokens.is_some() {
             self.error(p, &key("expect.min_output_tokens"), "only for LLM kinds");
         }
+        let finish_reasons = ANSWER_FINISH_REASONS;
+        if !raw.kind.is_llm() && raw_expect.finish_reason.is_some() {
+            self.error(p, &key("expect.finish_reason"), "only for LLM kinds");
+        } else if let Some(bad) = raw_expect
+            .finish_reason
+            .iter()
+            .flatten()
+            .find(|r| !finish_reasons.contains(&r.as_str()))
+        {
+            self.error(
+                p,
+                &key("expect.finish_reason"),
+                format!(
+                    "{bad:?} is not a finish reason that carries an answer: one of {}",
+                    finish_reasons.join(", ")
+                ),
+            );
+        }
         let expect = Expect {
             status: raw_expect.status,
             non_empty: raw_expect.non_empty.unwrap_or(raw.kind.is_llm()),
             min_output_tokens: raw_expect
                 .min_output_tokens
                 .unwrap_or(if raw.kind.is_llm() { 1 } else { 0 }),
+            finish_reason: raw_expect.finish_reason.unwrap_or_default(),
             contains: raw_expect.contains,
             matches: raw_expect
                 .matches

@@ -731,7 +731,7 @@ fn print_table(outcomes: &[Outcome]) {
         d.map(|d| format!("{:.1}ms", d.as_secs_f64() * 1000.0))
             .unwrap_or_else(|| "-".into())
     };
-    let rows: Vec<[String; 9]> = outcomes
+    let rows: Vec<[String; 10]> = outcomes
         .iter()
         .map(|o| {
             let obs = &o.observation;
@@ -751,11 +751,12 @@ fn print_table(outcomes: &[Outcome]) {
                 obs.output_tokens
                     .map(|n| n.to_string())
                     .unwrap_or_else(|| "-".into()),
+                obs.finish_reason.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
     let header = [
-        "PROBE", "RESULT", "REASON", "STATUS", "TTFB", "TTFT", "TPOT", "TOTAL", "TOKENS",
+        "PROBE", "RESULT", "REASON", "STATUS", "TTFB", "TTFT", "TPOT", "TOTAL", "TOKENS", "FINISH",
     ];
     let mut widths = header.map(str::len);
     for r in &rows {
@@ -782,6 +783,8 @@ fn print_table(outcomes: &[Outcome]) {
             // Messages are made printable where they are made; this edge holds for
             // any message that did not come through a probe run.
             println!("{}: {}: {}", o.probe.name, f.reason, printable(&f.message));
+        } else if let Some(note) = &o.observation.note {
+            println!("{}: note: {}", o.probe.name, printable(note));
         }
     }
 }

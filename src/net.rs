@@ -576,17 +576,20 @@ impl BodyStream<'_> {
         }
     }
 
-    /// After the protocol's terminator: with connection reuse, read the rest of the body
-    /// (usually just the end of the chunked encoding) so the connection can be kept;
-    /// without reuse there is nothing to do.
-    pub async fn finish(&mut self, deadline: tokio::time::Instant) {
-        if !self.client.reuse {
-            return;
+    /// After the protocol's terminator: reads the rest of the body until it ends or
+    /// `deadline`, so that a body that breaks instead of ending (a chunked body closed
+    /// without its last chunk, a reset stream, a Content-Length not reached: hyper reports
+    /// each as an error) is seen. Bytes after the terminator are counted, not kept. A body
+    /// still open at the deadline is not an error (a proxy may hold it open); its
+    /// connection is then not kept for reuse.
+    pub async fn finish(&mut self, deadline: tokio::time::Instant) -> Result<(), BodyError> {
+        loop {
+            match tokio::time::timeout_at(deadline, self.next()).await {
+                Err(_) | Ok(Ok(None)) => return Ok(()),
+                Ok(Ok(Some(_))) => {}
+                Ok(Err(e)) => return Err(e),
+            }
         }
-        // A proxy may hold the body open after the terminator: then give the connection
-        // up rather than hold the run.
-        let deadline = deadline.min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
-        while let Ok(Ok(Some(_))) = tokio::time::timeout_at(deadline, self.next()).await {}
     }
 
     pub fn received(&self) -> u64 {

@@ -218,6 +218,13 @@ pub struct Observation {
     pub ready_check: Option<Duration>,
     /// `small`, `medium`, `large` or `xlarge` for the largest image sent; `none`.
     pub image_bucket: &'static str,
+    /// Why the generation ended, as the server said (`stop`, `length`, `tool_calls`,
+    /// `content_filter`, `refusal`, or another value as sent); `None` where the protocol
+    /// did not say or the run did not get that far.
+    pub finish_reason: Option<String>,
+    /// Something a successful run should still say, such as a token count that
+    /// disagrees with the events received.
+    pub note: Option<String>,
     /// `Ok` for a successful run.
     pub result: Result<(), Failure>,
 }
@@ -236,6 +243,8 @@ impl Observation {
             prompt_bucket: "none",
             image_bucket: "none",
             ready_check: None,
+            finish_reason: None,
+            note: None,
             result: Ok(()),
         }
     }
@@ -350,7 +359,8 @@ impl Outcome {
             "started_at": humantime::format_rfc3339_millis(self.started_at).to_string(),
             "success": o.success(),
             "reason": o.failure().map(|f| f.reason.as_str()),
-            "message": o.failure().map(|f| f.message.as_str()),
+            // A failure's message, or a successful run's note.
+            "message": o.failure().map(|f| f.message.as_str()).or(o.note.as_deref()),
             "http_status": o.http_status,
             "prompt_bucket": o.prompt_bucket,
             "image_bucket": o.image_bucket,
@@ -365,6 +375,7 @@ impl Outcome {
             "total_seconds": secs(o.total()),
             "output_tokens": o.output_tokens,
             "token_source": o.token_source.map(TokenSource::as_str),
+            "finish_reason": o.finish_reason,
             "chunks": o.chunk_gaps.len() + usize::from(o.marks.first_token.is_some()),
             "bytes_received": o.bytes_received,
             "server_reported_seconds": o

@@ -97,6 +97,10 @@ pub enum Fault {
     WrongContentType,
     /// Close the connection right after reading the request.
     Close,
+    /// The whole answer, terminator included, then close without the chunked body's
+    /// last chunk: the HTTP message never ends (as servers that abort a stream after
+    /// `[DONE]` do).
+    AbortAfterDone,
     /// One of http-500, http-429, truncate, inband-error, garbage, empty, at random.
     Mixed,
 }
@@ -541,6 +545,16 @@ async fn answer(socket: &mut TcpStream, request: &Request, shared: &Shared, kind
                     let _ = socket.write_all(&text.as_bytes()[..text.len() / 2]).await;
                     false
                 }
+                Some(Fault::AbortAfterDone) => {
+                    let text = body.to_string();
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{text}\r\n",
+                        text.len()
+                    );
+                    record.done_written = Some(Instant::now());
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    false
+                }
                 Some(Fault::Garbage | Fault::InbandError) => {
                     let text = "Traceback (most recent call last):\n  File \"model.py\", line 1\nValueError: simulated";
                     let head = format!(
@@ -981,9 +995,12 @@ async fn stream_response(
     for m in writer.finish(tokens, received.elapsed()) {
         tail.push_str(&format!("{:x}\r\n{m}\r\n", m.len()));
     }
-    tail.push_str("0\r\n\r\n");
+    let abort = fault == Some(Fault::AbortAfterDone);
+    if !abort {
+        tail.push_str("0\r\n\r\n");
+    }
     record.done_written = Some(Instant::now());
-    socket.write_all(tail.as_bytes()).await.is_ok()
+    socket.write_all(tail.as_bytes()).await.is_ok() && !abort
 }
 
 /// Holds the connection open and silent until the client gives up (bounded, so a

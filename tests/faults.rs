@@ -197,10 +197,21 @@ impl Wire {
         }
     }
 
-    /// The protocol's terminator.
+    /// The protocol's finish signal and terminator.
     fn end(&self) -> String {
         match self.kind {
-            "openai_chat" | "openai_completions" => "data: [DONE]\n\n".to_owned(),
+            "openai_chat" => {
+                self.frame(
+                    None,
+                    r#"{"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                ) + "data: [DONE]\n\n"
+            }
+            "openai_completions" => {
+                self.frame(
+                    None,
+                    r#"{"model":"m","choices":[{"index":0,"text":"","finish_reason":"stop"}]}"#,
+                ) + "data: [DONE]\n\n"
+            }
             "openai_responses" => self.frame(
                 Some("response.completed"),
                 r#"{"type":"response.completed","response":{"status":"completed","usage":{"output_tokens":3}}}"#,
@@ -612,6 +623,19 @@ fn faults() -> Vec<Fault> {
             expect: |_| Some(R::Truncated),
             message_has: none,
             note: "",
+        },
+        Fault {
+            name: "aborted_after_done",
+            serve: |w| {
+                // The whole answer, terminator included, in HTTP chunks; then the
+                // connection closes without the chunked body's last chunk (as a server
+                // that aborts a stream after [DONE] does).
+                let body = w.body();
+                Target::reply(chunked_reply(w.content_type(), &[&body], BodyEnd::Cut))
+            },
+            expect: |_| Some(R::Truncated),
+            message_has: |w| w.streams().then_some("the HTTP body broke after"),
+            note: "the complete answer (streams: up to and including the terminator), then the chunked body never ends: the connection closes without its last chunk",
         },
         Fault {
             name: "garbage_bytes",

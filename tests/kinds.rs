@@ -156,3 +156,252 @@ async fn an_oversized_stream_stops_at_the_byte_cap_in_every_protocol() {
         assert!(o.observation.bytes_received < 32768 + 65536, "{kind}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_aborted_after_its_terminator_is_truncated_in_every_protocol() {
+    expect_reason(
+        "fault=abort-after-done&ttft=10ms&tokens=6",
+        FailureReason::Truncated,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_finish_reason_is_visible_in_every_protocol() {
+    // The simulator stops at max_tokens (7 of 50) in every protocol: each one's own word
+    // for it (length, max_tokens, max_output_tokens...) reads `length`.
+    let sim = simulator(Script::default()).await;
+    for (kind, path) in KINDS {
+        let o = run_probe(&probe(kind, sim.addr, path, "ttft=10ms&tokens=50")).await;
+        assert!(
+            o.observation.success(),
+            "{kind} {path}: {:?}",
+            o.observation.result
+        );
+        let want = if *kind == "openai_responses" {
+            "stop"
+        } else {
+            "length"
+        };
+        assert_eq!(o.to_json()["finish_reason"], want, "{kind} {path}");
+    }
+}
+
+/// One protocol's stream, served byte-exact in HTTP chunks, and what the run must say.
+struct Golden {
+    name: &'static str,
+    kind: &'static str,
+    path: &'static str,
+    content_type: &'static str,
+    events: &'static [&'static str],
+    end: BodyEnd,
+    want: Option<FailureReason>,
+    message_has: &'static str,
+}
+
+const SSE: &str = "text/event-stream";
+const NDJSON: &str = "application/x-ndjson";
+
+const RESPONSES_DELTA: &str = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Red\"}\n\n";
+const ANTHROPIC_DELTA: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Red\"}}\n\n";
+const ANTHROPIC_STOP: &str = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+const OLLAMA_TOKEN: &str =
+    "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"Red\"},\"done\":false}\n";
+const OLLAMA_DONE: &str = "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\",\"eval_count\":1}\n";
+const TGI_LAST: &str = "data:{\"index\":1,\"token\":{\"id\":2,\"text\":\"Red\",\"logprob\":-0.1,\"special\":false},\"generated_text\":\"Red\",\"details\":{\"finish_reason\":\"eos_token\",\"generated_tokens\":1}}\n\n";
+
+const GOLDEN: &[Golden] = &[
+    Golden {
+        name: "completions: [DONE] with no finish_reason",
+        kind: "openai_completions",
+        path: "/v1/completions",
+        content_type: SSE,
+        events: &[
+            "data: {\"choices\":[{\"index\":0,\"text\":\"Red\",\"finish_reason\":null}]}\n\n",
+            "data: [DONE]\n\n",
+        ],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::Truncated),
+        message_has: "data: [DONE] came without a finish_reason",
+    },
+    Golden {
+        name: "responses: incomplete, no reason given",
+        kind: "openai_responses",
+        path: "/v1/responses",
+        content_type: SSE,
+        events: &[
+            RESPONSES_DELTA,
+            "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"usage\":{\"output_tokens\":1}}}\n\n",
+        ],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::Truncated),
+        message_has: "finish reason incomplete",
+    },
+    Golden {
+        name: "responses: incomplete, content filter",
+        kind: "openai_responses",
+        path: "/v1/responses",
+        content_type: SSE,
+        events: &[
+            RESPONSES_DELTA,
+            "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"content_filter\"}}}\n\n",
+        ],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::StreamError),
+        message_has: "finish reason content_filter",
+    },
+    Golden {
+        name: "responses: incomplete at max_output_tokens is an answer at its cap",
+        kind: "openai_responses",
+        path: "/v1/responses",
+        content_type: SSE,
+        events: &[
+            RESPONSES_DELTA,
+            "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{\"output_tokens\":1}}}\n\n",
+        ],
+        end: BodyEnd::LastChunk,
+        want: None,
+        message_has: "",
+    },
+    Golden {
+        name: "responses: [DONE] with no terminal event",
+        kind: "openai_responses",
+        path: "/v1/responses",
+        content_type: SSE,
+        events: &[RESPONSES_DELTA, "data: [DONE]\n\n"],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::Truncated),
+        message_has: "data: [DONE] came without response.completed",
+    },
+    Golden {
+        name: "responses: completed, then the body cut",
+        kind: "openai_responses",
+        path: "/v1/responses",
+        content_type: SSE,
+        events: &[
+            RESPONSES_DELTA,
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"output_tokens\":1}}}\n\n",
+        ],
+        end: BodyEnd::Cut,
+        want: Some(FailureReason::Truncated),
+        message_has: "the HTTP body broke after response.completed",
+    },
+    Golden {
+        name: "anthropic: message_stop with no message_delta",
+        kind: "anthropic",
+        path: "/v1/messages",
+        content_type: SSE,
+        events: &[ANTHROPIC_DELTA, ANTHROPIC_STOP],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::Truncated),
+        message_has: "message_stop came without a message_delta with stop_reason",
+    },
+    Golden {
+        name: "anthropic: stop_reason, then no message_stop",
+        kind: "anthropic",
+        path: "/v1/messages",
+        content_type: SSE,
+        events: &[
+            ANTHROPIC_DELTA,
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
+        ],
+        end: BodyEnd::Cut,
+        want: Some(FailureReason::Truncated),
+        message_has: "the connection broke before message_stop after 1 content events",
+    },
+    Golden {
+        name: "anthropic: a refusal",
+        kind: "anthropic",
+        path: "/v1/messages",
+        content_type: SSE,
+        events: &[
+            ANTHROPIC_DELTA,
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"refusal\"},\"usage\":{\"output_tokens\":1}}\n\n",
+            ANTHROPIC_STOP,
+        ],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::StreamError),
+        message_has: "finish reason refusal",
+    },
+    Golden {
+        name: "anthropic: complete, then the body cut",
+        kind: "anthropic",
+        path: "/v1/messages",
+        content_type: SSE,
+        events: &[
+            ANTHROPIC_DELTA,
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
+            ANTHROPIC_STOP,
+        ],
+        end: BodyEnd::Cut,
+        want: Some(FailureReason::Truncated),
+        message_has: "the HTTP body broke after message_stop",
+    },
+    Golden {
+        name: "ollama: no done line, the body ended",
+        kind: "ollama",
+        path: "/api/chat",
+        content_type: NDJSON,
+        events: &[OLLAMA_TOKEN],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::Truncated),
+        message_has: "without its terminator (the final line with \"done\": true)",
+    },
+    Golden {
+        name: "ollama: done, then the body cut",
+        kind: "ollama",
+        path: "/api/chat",
+        content_type: NDJSON,
+        events: &[OLLAMA_TOKEN, OLLAMA_DONE],
+        end: BodyEnd::Cut,
+        want: Some(FailureReason::Truncated),
+        message_has: "the HTTP body broke after the final line",
+    },
+    Golden {
+        name: "tgi: the final event, then the body cut",
+        kind: "tgi",
+        path: "/generate_stream",
+        content_type: SSE,
+        events: &[TGI_LAST],
+        end: BodyEnd::Cut,
+        want: Some(FailureReason::Truncated),
+        message_has: "the HTTP body broke after the final event with details",
+    },
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn golden_cuts_in_every_protocol() {
+    let mut problems = Vec::new();
+    for g in GOLDEN {
+        let reply = chunked_reply(g.content_type, g.events, g.end);
+        let addr = answering_server(move |_| reply.clone());
+        let o = run_probe(&format!(
+            "name: g\nkind: {}\nurl: http://{addr}{}\nmodel: m\ntimeout: 2s\nfirst_token_timeout: 1s",
+            g.kind, g.path
+        ))
+        .await;
+        let f = o.observation.failure();
+        let (got, message) = (f.map(|f| f.reason), f.map(|f| f.message.as_str()).unwrap_or(""));
+        if got != g.want || !message.contains(g.message_has) {
+            problems.push(format!(
+                "{}: expected {:?} with {:?}, got {got:?}: {message}",
+                g.name, g.want, g.message_has
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_json_answer_whose_chunked_body_never_ends_is_truncated() {
+    // The simulator's abort-after-done on a non-streaming answer: the whole JSON document
+    // in one chunk, then the connection closes without the last chunk.
+    let sim = simulator(Script::default()).await;
+    let o = run_probe(&format!(
+        "name: k\nkind: kserve_v2\nurl: http://{}/v2/models/m/infer?fault=abort-after-done&ttft=5ms\ntimeout: 2s\ninput: {{name: x, datatype: FP32, shape: [1, 2], data: [0.1, 0.2]}}",
+        sim.addr
+    ))
+    .await;
+    let f = o.observation.failure().expect("a cut body is not a success");
+    assert_eq!(f.reason, FailureReason::Truncated, "{}", f.message);
+}

@@ -286,7 +286,7 @@ async fn a_stream_without_done_that_closes_is_truncated() {
     assert_eq!(f.reason, FailureReason::Truncated);
     assert!(
         f.message
-            .contains("without its terminator after 1 content events"),
+            .contains("without its terminator (data: [DONE]) after 1 content events"),
         "{}",
         f.message
     );
@@ -360,7 +360,7 @@ async fn a_stall_on_a_reused_connection_is_blamed_on_the_server_not_dns() {
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
-        let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n";
+        let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
         let mut buf = [0u8; 65536];
         let mut requests = 0;
         while let Ok(n) = s.read(&mut buf) {
@@ -391,4 +391,236 @@ async fn a_stall_on_a_reused_connection_is_blamed_on_the_server_not_dns() {
     assert!(second.connection_reused);
     let f = second.failure().unwrap();
     assert_eq!(f.reason, FailureReason::TimeoutFirstToken, "{}", f.message);
+}
+
+// ---------------------------------------------------------------------------------------
+// Completion: a success is a complete answer in a complete HTTP message.
+
+/// The response body of a real-server capture in tests/transcripts, cut into its events
+/// (each keeps its blank line), as the server flushed them.
+fn transcript_events(name: &str) -> Vec<String> {
+    let path = format!("{}/tests/transcripts/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.rfind("<<<\n").unwrap() + 4;
+    let end = text.find("\n### client-side").unwrap_or(text.len());
+    text[start..end]
+        .split_inclusive("\n\n")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Serves `parts` as one chunked event stream ending as `end` says, and runs `kind` on it.
+async fn stream_run(kind: &str, parts: &[&str], end: BodyEnd, extra: &str) -> inferprobe::outcome::Outcome {
+    let reply = chunked_reply("text/event-stream", parts, end);
+    let addr = answering_server(move |_| reply.clone());
+    let path = if kind == "openai_completions" {
+        "/v1/completions"
+    } else {
+        "/v1/chat/completions"
+    };
+    run_probe(&format!(
+        "name: c\nkind: {kind}\nurl: http://{addr}{path}\nmodel: tiny-llama\ntimeout: 2s\n{extra}"
+    ))
+    .await
+}
+
+fn reason_of(o: &inferprobe::outcome::Outcome) -> (Option<FailureReason>, String) {
+    let f = o.observation.failure();
+    (
+        f.map(|f| f.reason),
+        f.map(|f| f.message.clone()).unwrap_or_default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn real_llama_streams_succeed_with_their_finish_reason() {
+    for (transcript, kind) in [
+        ("llama-server-tiny-chat-stream.txt", "openai_chat"),
+        ("llama-server-tiny-chat-stream-include-usage.txt", "openai_chat"),
+        ("llama-server-tiny-vision-chat-image-stream.txt", "openai_chat"),
+        ("llama-server-tiny-completions-stream.txt", "openai_completions"),
+        ("llama-py-tiny-chat-stream-include-usage.txt", "openai_chat"),
+        ("llama-py-tiny-completions-stream.txt", "openai_completions"),
+    ] {
+        let events = transcript_events(transcript);
+        let parts: Vec<&str> = events.iter().map(String::as_str).collect();
+        let o = stream_run(kind, &parts, BodyEnd::LastChunk, "").await;
+        let obs = &o.observation;
+        assert!(obs.success(), "{transcript}: {:?}", obs.result);
+        // `length` (max_tokens reached) is a success, and says so.
+        assert_eq!(obs.finish_reason.as_deref(), Some("length"), "{transcript}");
+        assert_eq!(o.to_json()["finish_reason"], "length", "{transcript}");
+        // The total ends at [DONE], not at the end of the body.
+        assert!(obs.total().unwrap() >= obs.ttft().unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stream_a_concurrent_request_aborted_is_truncated() {
+    // llama-cpp-python under two concurrent requests: the role event, [DONE] with no
+    // finish_reason and no content, then the connection closed without the last chunk.
+    let events = transcript_events("llama-py-medium-chat-stream-interrupted.txt");
+    let parts: Vec<&str> = events.iter().map(String::as_str).collect();
+    let o = stream_run("openai_chat", &parts, BodyEnd::Cut, "").await;
+    let (reason, message) = reason_of(&o);
+    assert_eq!(reason, Some(FailureReason::Truncated), "{message}");
+    assert!(
+        message.contains("data: [DONE] came without a finish_reason"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn done_without_a_finish_reason_is_truncated_even_when_the_body_ends() {
+    // Every token and [DONE], a properly ended body, but no choice ever finished: a
+    // server that gave up on the generation and still closed the stream politely.
+    let parts = [
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let (reason, message) = reason_of(&stream_run("openai_chat", &parts, BodyEnd::LastChunk, "").await);
+    assert_eq!(reason, Some(FailureReason::Truncated), "{message}");
+    assert_eq!(
+        message,
+        "data: [DONE] came without a finish_reason: the answer was cut short after 1 content events"
+    );
+    // Content after a finish_reason means that finish was not the last word.
+    let late = [
+        "data: {\"choices\":[{\"index\":0,\"text\":\"A\",\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"text\":\" late\",\"finish_reason\":null}]}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let (reason, _) = reason_of(&stream_run("openai_completions", &late, BodyEnd::LastChunk, "").await);
+    assert_eq!(reason, Some(FailureReason::Truncated));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_cut_after_done_is_truncated() {
+    // A complete real stream, finish_reason and [DONE] included, then the connection
+    // closes without the chunked body's last chunk.
+    let events = transcript_events("llama-server-tiny-chat-stream-include-usage.txt");
+    let parts: Vec<&str> = events.iter().map(String::as_str).collect();
+    let o = stream_run("openai_chat", &parts, BodyEnd::Cut, "").await;
+    let (reason, message) = reason_of(&o);
+    assert_eq!(reason, Some(FailureReason::Truncated), "{message}");
+    assert!(
+        message.starts_with("the HTTP body broke after data: [DONE] instead of ending"),
+        "{message}"
+    );
+    // What it measured stays: the total ran to [DONE].
+    assert!(o.observation.total().is_some() && o.observation.ttft().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_content_length_not_reached_after_done_is_truncated() {
+    let body = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len() + 20
+    );
+    let addr = answering_server(move |_| reply.clone().into_bytes());
+    let o = run_probe(&chat(addr, "", "timeout: 2s")).await;
+    let (reason, message) = reason_of(&o);
+    assert_eq!(reason, Some(FailureReason::Truncated), "{message}");
+    assert!(message.contains("after data: [DONE]"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finish_reasons_without_an_answer_fail_with_the_reason() {
+    let finish = |r: &str| {
+        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"{r}\"}}]}}\n\n")
+    };
+    let content = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+    let refusal =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"refusal\":\"I can't help with that.\"}}]}\n\n";
+    for (first, finish_reason, want, says) in [
+        (
+            content,
+            "content_filter",
+            FailureReason::StreamError,
+            "finish reason content_filter",
+        ),
+        (
+            content,
+            "error",
+            FailureReason::StreamError,
+            "finish reason error",
+        ),
+        (content, "abort", FailureReason::Truncated, "finish reason abort"),
+        (refusal, "stop", FailureReason::StreamError, "a refusal"),
+    ] {
+        let end = finish(finish_reason);
+        let parts = [first, end.as_str(), "data: [DONE]\n\n"];
+        let o = stream_run("openai_chat", &parts, BodyEnd::LastChunk, "").await;
+        let (reason, message) = reason_of(&o);
+        assert_eq!(reason, Some(want), "{finish_reason}: {message}");
+        assert!(message.contains(says), "{message}");
+        assert_eq!(o.to_json()["finish_reason"], finish_reason);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expect_finish_reason_demands_one() {
+    let events = transcript_events("llama-server-tiny-chat-stream.txt");
+    let parts: Vec<&str> = events.iter().map(String::as_str).collect();
+    let o = stream_run(
+        "openai_chat",
+        &parts,
+        BodyEnd::LastChunk,
+        "expect: {finish_reason: [stop]}",
+    )
+    .await;
+    let (reason, message) = reason_of(&o);
+    assert_eq!(reason, Some(FailureReason::Assertion), "{message}");
+    assert_eq!(message, "expected finish reason stop, got length");
+    let o = stream_run(
+        "openai_chat",
+        &parts,
+        BodyEnd::LastChunk,
+        "expect: {finish_reason: [stop, length]}",
+    )
+    .await;
+    assert!(o.observation.success(), "{:?}", o.observation.result);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_gap_between_usage_and_events_is_said() {
+    // Two content events, but the usage says 40 tokens: a proxy coalescing chunks, or a
+    // wrong count. The run succeeds (tokens from usage) and its message says so.
+    let parts = [
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi there\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" friend\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"completion_tokens\":40}}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let o = stream_run("openai_chat", &parts, BodyEnd::LastChunk, "").await;
+    assert!(o.observation.success(), "{:?}", o.observation.result);
+    let json = o.to_json();
+    assert_eq!(json["token_source"], "usage");
+    assert_eq!(json["output_tokens"], 40);
+    assert_eq!(
+        json["message"],
+        "usage reports 40 output tokens but 2 content events arrived; the usage count is used"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_held_open_after_done_is_let_go_without_failing() {
+    // A proxy that forwards [DONE] but holds the chunked body open: not a cut (nothing
+    // broke), so the run succeeds once the grace is over; the total still ends at [DONE].
+    let events = transcript_events("llama-server-tiny-chat-stream.txt");
+    let parts: Vec<&str> = events.iter().map(String::as_str).collect();
+    let open = chunked_reply("text/event-stream", &parts, BodyEnd::Cut);
+    let addr = scripted_server(move |_| vec![Step::Write(open.clone()), Step::Hold(Duration::from_secs(8))]);
+    let started = std::time::Instant::now();
+    let o = run_probe(&chat(addr, "", "timeout: 5s")).await;
+    assert!(o.observation.success(), "{:?}", o.observation.result);
+    assert!(o.observation.total().unwrap() < Duration::from_secs(1));
+    // Let go after the grace (1 s), long before the server's hold or the timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
 }

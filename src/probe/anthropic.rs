@@ -12,7 +12,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation};
+use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
@@ -74,12 +74,19 @@ impl Probe for AnthropicProbe {
             limits,
             Bytes::from(body),
             (prompt, &images),
-            Framing::Sse,
+            &PROTOCOL,
             parse_event,
         )
         .await
     }
 }
+
+/// `message_stop` ends the stream; the `message_delta` before it says why (`stop_reason`).
+const PROTOCOL: Protocol = Protocol {
+    framing: Framing::Sse,
+    terminator: "message_stop",
+    finish: Some("a message_delta with stop_reason"),
+};
 
 #[derive(Serialize)]
 struct Request<'a> {
@@ -140,6 +147,8 @@ struct Delta {
     text: Option<String>,
     thinking: Option<String>,
     partial_json: Option<String>,
+    /// `message_delta`: why the message ended (`end_turn`, `max_tokens`, `refusal`, ...).
+    stop_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -189,7 +198,13 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
             }
         }
         "message_start" => facts.model = e.message.and_then(|m| m.model),
-        "message_delta" => facts.output_tokens = e.usage.and_then(|u| u.output_tokens),
+        "message_delta" => {
+            facts.output_tokens = e.usage.and_then(|u| u.output_tokens);
+            facts.finish_reason = e
+                .delta
+                .and_then(|d| d.stop_reason)
+                .map(|r| normalize_finish_reason(&r));
+        }
         "message_stop" => facts.done = true,
         // content_block_start/stop, ping, and types added later.
         _ => {}
@@ -228,7 +243,29 @@ data: {\"type\":\"message_stop\"}\n\n";
         assert_eq!(content.len(), 1, "only the text delta is output");
         assert_eq!(content[0].text, "Red");
         assert_eq!(facts.iter().find_map(|f| f.output_tokens), Some(3));
+        assert_eq!(
+            facts.iter().find_map(|f| f.finish_reason.clone()).as_deref(),
+            Some("stop")
+        );
         assert!(facts.last().unwrap().done);
+    }
+
+    #[test]
+    fn stop_reasons_in_the_common_vocabulary() {
+        for (stop_reason, want) in [
+            ("end_turn", "stop"),
+            ("max_tokens", "length"),
+            ("tool_use", "tool_calls"),
+            ("refusal", "refusal"),
+        ] {
+            let e = Event {
+                data: format!(
+                    r#"{{"type":"message_delta","delta":{{"stop_reason":"{stop_reason}","stop_sequence":null}},"usage":{{"output_tokens":3}}}}"#
+                ),
+                ..Event::default()
+            };
+            assert_eq!(parse_event(&e).unwrap().finish_reason.as_deref(), Some(want));
+        }
     }
 
     #[test]

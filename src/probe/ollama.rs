@@ -14,7 +14,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{EventFacts, Framing, Generation};
+use super::stream::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
@@ -71,10 +71,17 @@ impl Probe for OllamaProbe {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(&prompt.text, &images);
         self.generation
-            .run(limits, body, (prompt, &images), Framing::Ndjson, parse_line)
+            .run(limits, body, (prompt, &images), &PROTOCOL, parse_line)
             .await
     }
 }
+
+/// The `done: true` line ends the stream and says why (`done_reason`, where sent).
+const PROTOCOL: Protocol = Protocol {
+    framing: Framing::Ndjson,
+    terminator: "the final line with \"done\": true",
+    finish: None,
+};
 
 #[derive(Serialize)]
 struct ChatRequest<'a> {
@@ -112,6 +119,8 @@ struct Line {
     model: Option<String>,
     error: Option<serde_json::Value>,
     done: Option<bool>,
+    /// On the final line: `stop`, `length`, `load`, `unload`.
+    done_reason: Option<String>,
     /// /api/generate
     response: Option<String>,
     /// /api/chat
@@ -174,6 +183,7 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
     }
     if done {
         facts.output_tokens = line.eval_count;
+        facts.finish_reason = line.done_reason.as_deref().map(normalize_finish_reason);
         for (stage, ns) in [
             ("total", line.total_duration),
             ("load", line.load_duration),
@@ -213,12 +223,23 @@ mod tests {
     fn the_final_line_carries_tokens_and_server_durations() {
         let f = line(r#"{"model":"llava","response":"","done":true,"done_reason":"stop","total_duration":4883583458,"load_duration":1334875,"prompt_eval_count":26,"prompt_eval_duration":342546000,"eval_count":282,"eval_duration":4535599000}"#).unwrap();
         assert!(f.done);
+        assert_eq!(f.finish_reason.as_deref(), Some("stop"));
         assert_eq!(f.output_tokens, Some(282));
         assert_eq!(
             f.server_reported[0],
             ("total", Duration::from_nanos(4_883_583_458))
         );
         assert_eq!(f.server_reported.len(), 4);
+    }
+
+    #[test]
+    fn done_reason_is_optional_and_only_on_the_final_line() {
+        let f =
+            line(r#"{"model":"m","response":"","done":true,"done_reason":"length","eval_count":7}"#).unwrap();
+        assert_eq!(f.finish_reason.as_deref(), Some("length"));
+        // Older servers send no done_reason: the done line is the signal on its own.
+        let f = line(r#"{"model":"m","response":"","done":true,"eval_count":7}"#).unwrap();
+        assert!(f.done && f.finish_reason.is_none());
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! The Responses API (§3) streams named events instead: text in
 //! `response.output_text.delta`, usage only in the terminal `response.completed` (or
 //! `response.incomplete`, e.g. at `max_output_tokens`), failures as `response.failed` or
-//! an `error` event, and no `[DONE]` (tolerated if a server sends one).
+//! an `error` event, and no `[DONE]` (tolerated after the terminal event, where the
+//! stream has already ended; before it, the answer was cut short).
 
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation};
+use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Kind, ProbeConfig};
@@ -120,13 +121,29 @@ impl OpenAiProbe {
     }
 }
 
+/// Chat and completions: `[DONE]` ends the stream, and each choice's last chunk must
+/// carry its `finish_reason` (a server that aborts a generation may still send `[DONE]`).
+const CHAT: Protocol = Protocol {
+    framing: Framing::Sse,
+    terminator: "data: [DONE]",
+    finish: Some("a finish_reason"),
+};
+
+/// Responses: the terminal event says both that the stream ended and why.
+const RESPONSES: Protocol = Protocol {
+    framing: Framing::Sse,
+    terminator: "response.completed",
+    finish: None,
+};
+
 impl Probe for OpenAiProbe {
     async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(&prompt.text, &images);
         let api = self.api;
+        let protocol = if api == Api::Responses { &RESPONSES } else { &CHAT };
         self.generation
-            .run(limits, body, (prompt, &images), Framing::Sse, |e| match api {
+            .run(limits, body, (prompt, &images), protocol, |e| match api {
                 Api::Chat => parse_event(e, true),
                 Api::Completions => parse_event(e, false),
                 Api::Responses => parse_responses_event(e),
@@ -235,6 +252,8 @@ struct Choice {
     delta: Option<Delta>,
     /// Completions streaming.
     text: Option<String>,
+    /// On the choice's last chunk.
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -294,15 +313,20 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
         ..EventFacts::default()
     };
     for choice in chunk.choices.unwrap_or_default() {
+        if let Some(reason) = &choice.finish_reason {
+            facts.finish_reason = Some(normalize_finish_reason(reason));
+        }
         if chat {
             let Some(delta) = choice.delta else { continue };
             if let Some(text) = delta.content.as_ref().and_then(|c| c.as_str()) {
                 facts.text.push_str(text);
             }
             let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
+            // A refusal is output the user sees (TTFT), but not an answer.
+            facts.refusal |= nonempty(&delta.refusal);
             facts.other_output |= nonempty(&delta.reasoning_content)
                 || nonempty(&delta.reasoning)
-                || nonempty(&delta.refusal)
+                || facts.refusal
                 || delta.tool_calls.is_some_and(|t| !t.is_empty());
         } else if let Some(text) = choice.text {
             facts.text.push_str(&text);
@@ -327,6 +351,14 @@ fn done_or_empty(data: &str) -> Option<EventFacts> {
 /// usually repeated in `event:`).
 pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure> {
     let data = event.data.trim();
+    // The stream ends at its terminal event, so a `[DONE]` read here came without one:
+    // the sentinel some servers add does not say the response completed.
+    if data == "[DONE]" {
+        return Err(Failure::new(
+            FailureReason::Truncated,
+            "data: [DONE] came without response.completed: the answer was cut short",
+        ));
+    }
     if let Some(facts) = done_or_empty(data) {
         return Ok(facts);
     }
@@ -356,8 +388,11 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
     };
     match kind {
         "response.output_text.delta" => facts.text = delta().to_owned(),
-        "response.refusal.delta"
-        | "response.reasoning_text.delta"
+        "response.refusal.delta" => {
+            facts.refusal = !delta().is_empty();
+            facts.other_output = facts.refusal;
+        }
+        "response.reasoning_text.delta"
         | "response.reasoning_summary_text.delta"
         | "response.function_call_arguments.delta" => facts.other_output = !delta().is_empty(),
         "response.completed" | "response.incomplete" => {
@@ -365,6 +400,19 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             facts.output_tokens = v
                 .pointer("/response/usage/output_tokens")
                 .and_then(|n| n.as_u64());
+            // Incomplete says why: `max_output_tokens` is our own cap (an answer, as
+            // `length` is in chat), `content_filter` withheld it. Any other incomplete
+            // response is not a complete answer.
+            let reason = match kind {
+                "response.completed" => "stop".to_owned(),
+                _ => v
+                    .pointer("/response/incomplete_details/reason")
+                    .and_then(|r| r.as_str())
+                    .map(normalize_finish_reason)
+                    .filter(|r| r == "length" || r == "content_filter")
+                    .unwrap_or_else(|| "incomplete".to_owned()),
+            };
+            facts.finish_reason = Some(reason);
         }
         "response.failed" => {
             let message = v
@@ -464,6 +512,99 @@ mod tests {
         // Role event, then [DONE] with no content: the run must fail as empty output.
         let (content, _, done, _) = replay("llama-py-medium-chat-stream-interrupted.txt", true).unwrap();
         assert_eq!((content, done), (0, true));
+    }
+
+    /// The finish reason a transcript's stream ends with, as the driver keeps it.
+    fn finish_of(transcript: &str, chat: bool) -> Option<String> {
+        events_of(transcript)
+            .iter()
+            .filter_map(|e| parse_event(e, chat).unwrap().finish_reason)
+            .next_back()
+    }
+
+    #[test]
+    fn golden_real_servers_send_a_finish_reason_before_done() {
+        // llama.cpp: on a chunk with an empty delta (chat) or empty text (completions),
+        // before the separate usage chunk; llama-cpp-python the same, with no usage.
+        for (transcript, chat) in [
+            ("llama-server-tiny-chat-stream.txt", true),
+            ("llama-server-tiny-chat-stream-include-usage.txt", true),
+            ("llama-server-tiny-completions-stream.txt", false),
+            ("llama-py-tiny-chat-stream-include-usage.txt", true),
+            ("llama-py-tiny-completions-stream.txt", false),
+        ] {
+            assert_eq!(
+                finish_of(transcript, chat).as_deref(),
+                Some("length"),
+                "{transcript}"
+            );
+        }
+        // The stream a concurrent request aborted: [DONE] with no finish_reason at all.
+        assert_eq!(
+            finish_of("llama-py-medium-chat-stream-interrupted.txt", true),
+            None
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_output_but_marked() {
+        let e = Event {
+            data: r#"{"choices":[{"index":0,"delta":{"refusal":"I can't help with that."}}]}"#.into(),
+            ..Event::default()
+        };
+        let f = parse_event(&e, true).unwrap();
+        assert!(f.refusal && f.other_output);
+        let e = Event {
+            data: r#"{"choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]}"#.into(),
+            ..Event::default()
+        };
+        assert_eq!(
+            parse_event(&e, true).unwrap().finish_reason.as_deref(),
+            Some("content_filter")
+        );
+    }
+
+    #[test]
+    fn responses_terminal_events_say_why() {
+        let finish = |data: &str| {
+            parse_responses_event(&Event {
+                data: data.into(),
+                ..Event::default()
+            })
+            .unwrap()
+            .finish_reason
+        };
+        assert_eq!(
+            finish(r#"{"type":"response.completed","response":{"status":"completed"}}"#).as_deref(),
+            Some("stop")
+        );
+        // Our own max_output_tokens is an answer at its cap, as `length` is in chat.
+        assert_eq!(
+            finish(r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#).as_deref(),
+            Some("length")
+        );
+        assert_eq!(
+            finish(r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"content_filter"}}}"#).as_deref(),
+            Some("content_filter")
+        );
+        for other in [
+            r#"{"type":"response.incomplete","response":{"status":"incomplete"}}"#,
+            r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"something_new"}}}"#,
+        ] {
+            assert_eq!(finish(other).as_deref(), Some("incomplete"), "{other}");
+        }
+        let done = parse_responses_event(&Event {
+            data: "[DONE]".into(),
+            ..Event::default()
+        })
+        .unwrap_err();
+        assert_eq!(done.reason, FailureReason::Truncated);
+        let refusal = parse_responses_event(&Event {
+            data: r#"{"type":"response.refusal.delta","delta":"I can't"}"#.into(),
+            ..Event::default()
+        })
+        .unwrap();
+        assert!(refusal.refusal && refusal.other_output);
     }
 
     #[test]

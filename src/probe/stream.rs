@@ -29,6 +29,10 @@ const MAX_EVENT_BYTES: usize = 1024 * 1024;
 const MAX_KEPT_TEXT: usize = 64 * 1024;
 /// Bytes of an error body read for its message.
 const MAX_ERROR_BODY: usize = 4096;
+/// How long after the protocol's terminator we wait for the HTTP body to end (the last
+/// chunk usually comes in the same read). Outside the measured total, which ends at the
+/// terminator; bounded so a proxy that holds the body open cannot hold the run.
+const BODY_END_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where a probe sends and what it checks, the same for every kind: the client, the
 /// request target, the headers (the user's marked sensitive), the `expect` checks, and
@@ -180,14 +184,15 @@ impl Generation {
     }
 
     /// One streamed generation, the way every LLM kind runs: send `body`, expect a 2xx
-    /// stream in `framing`'s content type, read its events with `parse` up to the terminator, then
-    /// apply the `expect` checks. The clock starts after the request is built.
+    /// stream in the protocol's content type, read its events with `parse` up to the
+    /// terminator, make sure the answer and the HTTP body are complete, then apply the
+    /// `expect` checks. The clock starts after the request is built.
     pub async fn run(
         &self,
         limits: &RunLimits,
         body: Bytes,
         (prompt, images): (&Prompt, &[Arc<Image>]),
-        framing: Framing,
+        protocol: &Protocol,
         parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
     ) -> Observation {
         let request = self.endpoint.request(&http::Method::POST, body);
@@ -208,12 +213,12 @@ impl Generation {
         else {
             return obs;
         };
-        if !check_content_type(&response, framing.content_type(), &mut obs) {
+        if !check_content_type(&response, protocol.framing.content_type(), &mut obs) {
             return obs;
         }
         let Some(streamed) = read_events(
             &mut response.body,
-            framing,
+            protocol,
             cx,
             &mut obs,
             &self.endpoint.redactor,
@@ -223,17 +228,116 @@ impl Generation {
         else {
             return obs;
         };
-        response.body.finish(cx.deadline).await;
-        obs.result = check_output(
-            &self.endpoint.expect,
-            &streamed.text,
-            streamed.content_events > 0,
-            obs.output_tokens,
-        )
-        .and_then(|()| check_model(&self.endpoint.expect, &self.model, streamed.model.as_deref()));
+        // The answer is complete only if its HTTP message is: read on to the end of the
+        // body, outside the measured total (the end mark is already the terminator).
+        let grace = cx.deadline.min(tokio::time::Instant::now() + BODY_END_GRACE);
+        let body_end = response.body.finish(grace).await;
+        obs.bytes_received = response.body.received();
+        obs.finish_reason = streamed.finish_reason.clone();
+        obs.result = check_complete(protocol, &streamed, body_end)
+            .and_then(|()| {
+                check_output(
+                    &self.endpoint.expect,
+                    &streamed.text,
+                    streamed.content_events > 0,
+                    obs.output_tokens,
+                )
+            })
+            .and_then(|()| check_finish_reason(&self.endpoint.expect, streamed.finish_reason.as_deref()))
+            .and_then(|()| check_model(&self.endpoint.expect, &self.model, streamed.model.as_deref()));
         self.endpoint.redact(&mut obs);
         obs
     }
+}
+
+/// What a streaming protocol is, for the driver: its framing, and the signals that say an
+/// answer is complete, named as failure messages name them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Protocol {
+    pub framing: Framing,
+    /// The event that ends the stream, e.g. `data: [DONE]`.
+    pub terminator: &'static str,
+    /// A finish signal the protocol sends before its terminator (OpenAI's
+    /// `finish_reason`, Anthropic's `stop_reason`), required for a complete answer.
+    /// `None` where the terminator itself says the generation finished.
+    pub finish: Option<&'static str>,
+}
+
+/// Finish reasons as one vocabulary across protocols, so that `expect.finish_reason`
+/// (see [`crate::config::ANSWER_FINISH_REASONS`]) and the API read the same for every
+/// kind: the answer ended naturally (`stop`), at the output cap (`length`), to call tools
+/// (`tool_calls`), withheld (`content_filter`, `refusal`). Any other value is kept as the
+/// server sent it.
+pub(crate) fn normalize_finish_reason(raw: &str) -> String {
+    match raw {
+        // OpenAI and Ollama; Anthropic; TGI; llama.cpp's native API.
+        "stop" | "end_turn" | "stop_sequence" | "eos_token" | "eos" => "stop",
+        // OpenAI, Ollama, TGI; Anthropic; the Responses API's incomplete reason.
+        "length" | "max_tokens" | "max_output_tokens" => "length",
+        "tool_calls" | "function_call" | "tool_use" => "tool_calls",
+        other => other,
+    }
+    .to_owned()
+}
+
+/// Whether the answer and its HTTP message are complete: the protocol's finish signal
+/// came (and no content after it), the body ended cleanly after the terminator, and the
+/// finish reason is one that carries an answer.
+fn check_complete(
+    protocol: &Protocol,
+    streamed: &Streamed,
+    body_end: Result<(), BodyError>,
+) -> Result<(), Failure> {
+    if let (Some(finish), None) = (protocol.finish, &streamed.finish_reason) {
+        return Err(Failure::new(
+            FailureReason::Truncated,
+            format!(
+                "{} came without {finish}: the answer was cut short after {} content events",
+                protocol.terminator, streamed.content_events
+            ),
+        ));
+    }
+    if let Err(BodyError::Broken(e)) = body_end {
+        return Err(Failure::new(
+            FailureReason::Truncated,
+            format!(
+                "the HTTP body broke after {} instead of ending: {e}",
+                protocol.terminator
+            ),
+        ));
+    }
+    // A body over its cap after the terminator (`TooLarge`) leaves the answer complete.
+    let (reason, what) = match (streamed.finish_reason.as_deref(), streamed.refused) {
+        // vLLM's `abort`: the server cut the generation short; a Responses `incomplete`
+        // for a reason other than our own cap.
+        (Some(f @ ("abort" | "incomplete")), _) => (FailureReason::Truncated, format!("finish reason {f}")),
+        // An in-band report that no real answer was given.
+        (Some(f @ ("content_filter" | "refusal" | "error")), _) => {
+            (FailureReason::StreamError, format!("finish reason {f}"))
+        }
+        (_, true) => (FailureReason::StreamError, "a refusal".to_owned()),
+        _ => return Ok(()),
+    };
+    Err(Failure::new(
+        reason,
+        format!("the server ended the answer with {what}: no real answer"),
+    ))
+}
+
+/// `expect.finish_reason`: the answer must have ended for one of the listed reasons.
+fn check_finish_reason(expect: &Expect, finish: Option<&str>) -> Result<(), Failure> {
+    if expect.finish_reason.is_empty() || finish.is_some_and(|f| expect.finish_reason.iter().any(|e| e == f))
+    {
+        return Ok(());
+    }
+    Err(Failure::new(
+        FailureReason::Assertion,
+        format!(
+            "expected finish reason {}, got {}",
+            expect.finish_reason.join(" or "),
+            finish.unwrap_or("none")
+        ),
+    ))
 }
 
 /// `expect.model`: the response must name the model we asked for.
@@ -264,6 +368,11 @@ pub(crate) struct EventFacts {
     pub output_tokens: Option<u64>,
     /// The protocol's terminator.
     pub done: bool,
+    /// Why the generation ended, where this event says (normalized with
+    /// [`normalize_finish_reason`]).
+    pub finish_reason: Option<String>,
+    /// The event carried a refusal (OpenAI's `refusal` part): no real answer.
+    pub refusal: bool,
     /// Durations the server reported about itself, by stage.
     pub server_reported: Vec<(&'static str, std::time::Duration)>,
     /// The model the server says answered, where the protocol names it.
@@ -485,6 +594,11 @@ pub(crate) struct Streamed {
     pub content_events: u64,
     /// The first model name the stream gave.
     pub model: Option<String>,
+    /// The finish reason of the last event that said why generation ended, unless
+    /// content came after it.
+    pub finish_reason: Option<String>,
+    /// An event carried a refusal.
+    pub refused: bool,
     text_capped: bool,
 }
 
@@ -510,13 +624,13 @@ impl Framing {
 /// stream completed.
 async fn read_events(
     body: &mut BodyStream<'_>,
-    framing: Framing,
+    protocol: &Protocol,
     cx: &RunContext,
     obs: &mut Observation,
     redactor: &Redactor,
     mut parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
 ) -> Option<Streamed> {
-    let mut decoder = match framing {
+    let mut decoder = match protocol.framing {
         Framing::Sse => Decoder::sse(MAX_EVENT_BYTES),
         Framing::Ndjson => Decoder::ndjson(MAX_EVENT_BYTES),
     };
@@ -551,15 +665,21 @@ async fn read_events(
             Ok(Err(e @ BodyError::TooLarge { .. })) => {
                 break Err(Failure::new(FailureReason::InvalidResponse, e.to_string()));
             }
-            Ok(Err(e @ BodyError::Broken(_))) => {
-                break Err(Failure::new(FailureReason::Truncated, e.to_string()));
+            Ok(Err(BodyError::Broken(e))) => {
+                break Err(Failure::new(
+                    FailureReason::Truncated,
+                    format!(
+                        "the connection broke before {} after {} content events: {e}",
+                        protocol.terminator, out.content_events
+                    ),
+                ));
             }
             Ok(Ok(None)) => {
                 break Err(Failure::new(
                     FailureReason::Truncated,
                     format!(
-                        "stream ended without its terminator after {} content events",
-                        out.content_events
+                        "stream ended without its terminator ({}) after {} content events",
+                        protocol.terminator, out.content_events
                     ),
                 ));
             }
@@ -581,6 +701,9 @@ async fn read_events(
                 }
             };
             if !facts.text.is_empty() || facts.other_output {
+                // The finish signal must be the last word on the answer: content after
+                // it means it was not the end.
+                out.finish_reason = None;
                 record_content(obs, &mut out, at);
                 // Stop keeping text at the cap (rather than skip one large piece and
                 // keep later ones): `contains` must never see text with holes.
@@ -595,6 +718,10 @@ async fn read_events(
             if facts.output_tokens.is_some() {
                 usage_tokens = facts.output_tokens;
             }
+            if facts.finish_reason.is_some() {
+                out.finish_reason = facts.finish_reason;
+            }
+            out.refused |= facts.refusal;
             obs.server_reported.extend(facts.server_reported);
             if out.model.is_none() {
                 out.model = facts.model;
@@ -618,7 +745,22 @@ async fn read_events(
         Some(n) => (Some(n), Some(TokenSource::Usage)),
         None => (Some(out.content_events), Some(TokenSource::Events)),
     };
+    obs.note = usage_tokens.and_then(|n| token_gap_note(n, out.content_events));
     Some(out)
+}
+
+/// A note when the server's token count and the content events we counted disagree by
+/// much: more events than tokens means the usage under-reports; far fewer events means
+/// chunks carry several tokens (a proxy coalescing them), or the count is wrong. A small
+/// gap is normal (byte tokens held back until their character is complete), so only a
+/// gap over 4 and over half the larger count is flagged.
+pub(crate) fn token_gap_note(usage: u64, events: u64) -> Option<String> {
+    let (high, low) = (usage.max(events), usage.min(events));
+    (high - low > 4.max(high / 2)).then(|| {
+        format!(
+            "usage reports {usage} output tokens but {events} content events arrived; the usage count is used"
+        )
+    })
 }
 
 /// Chunk gaps kept per run: thousands of tokens is far beyond a probe's answer, and the
@@ -772,6 +914,138 @@ mod tests {
         let d = error_detail(long.as_bytes()).unwrap();
         assert!(!d.contains('\n'));
         assert!(d.chars().count() <= 203);
+    }
+
+    fn streamed(finish: Option<&str>, refused: bool) -> Streamed {
+        Streamed {
+            content_events: 3,
+            finish_reason: finish.map(str::to_owned),
+            refused,
+            ..Streamed::default()
+        }
+    }
+
+    const DONE_AND_FINISH: Protocol = Protocol {
+        framing: Framing::Sse,
+        terminator: "data: [DONE]",
+        finish: Some("a finish_reason"),
+    };
+
+    const TERMINATOR_ONLY: Protocol = Protocol {
+        framing: Framing::Ndjson,
+        terminator: "the final line",
+        finish: None,
+    };
+
+    #[test]
+    fn a_terminator_without_its_finish_signal_is_truncated() {
+        let f = check_complete(&DONE_AND_FINISH, &streamed(None, false), Ok(())).unwrap_err();
+        assert_eq!(f.reason, FailureReason::Truncated);
+        assert_eq!(
+            f.message,
+            "data: [DONE] came without a finish_reason: the answer was cut short after 3 content events"
+        );
+        // Where the terminator is the finish signal, its reason is optional (Ollama's
+        // done_reason "where sent").
+        assert!(check_complete(&TERMINATOR_ONLY, &streamed(None, false), Ok(())).is_ok());
+        assert!(check_complete(&DONE_AND_FINISH, &streamed(Some("length"), false), Ok(())).is_ok());
+    }
+
+    #[test]
+    fn a_body_that_breaks_after_the_terminator_is_truncated() {
+        let cut = Err(BodyError::Broken(
+            "error reading a body from connection: end of file before message length reached".into(),
+        ));
+        let f = check_complete(&DONE_AND_FINISH, &streamed(Some("stop"), false), cut).unwrap_err();
+        assert_eq!(f.reason, FailureReason::Truncated);
+        assert!(
+            f.message
+                .starts_with("the HTTP body broke after data: [DONE] instead of ending: error reading"),
+            "{}",
+            f.message
+        );
+        // Bytes past the cap after the terminator do not undo a complete answer.
+        let big = Err(BodyError::TooLarge { limit: 10 });
+        assert!(check_complete(&TERMINATOR_ONLY, &streamed(Some("stop"), false), big).is_ok());
+    }
+
+    #[test]
+    fn finish_reasons_without_an_answer_fail_with_the_reason() {
+        for (finish, reason) in [
+            ("content_filter", FailureReason::StreamError),
+            ("refusal", FailureReason::StreamError),
+            ("error", FailureReason::StreamError),
+            ("abort", FailureReason::Truncated),
+            ("incomplete", FailureReason::Truncated),
+        ] {
+            let f = check_complete(&TERMINATOR_ONLY, &streamed(Some(finish), false), Ok(())).unwrap_err();
+            assert_eq!(f.reason, reason, "{finish}");
+            assert!(
+                f.message.contains(&format!("finish reason {finish}")),
+                "{}",
+                f.message
+            );
+        }
+        for finish in ["stop", "length", "tool_calls", "load"] {
+            assert!(
+                check_complete(&TERMINATOR_ONLY, &streamed(Some(finish), false), Ok(())).is_ok(),
+                "{finish}"
+            );
+        }
+        let f = check_complete(&DONE_AND_FINISH, &streamed(Some("stop"), true), Ok(())).unwrap_err();
+        assert_eq!(f.reason, FailureReason::StreamError);
+        assert!(f.message.contains("a refusal"), "{}", f.message);
+    }
+
+    #[test]
+    fn every_protocols_finish_names_map_to_one_vocabulary() {
+        for (raw, want) in [
+            ("stop", "stop"),
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("eos_token", "stop"),
+            ("length", "length"),
+            ("max_tokens", "length"),
+            ("max_output_tokens", "length"),
+            ("tool_use", "tool_calls"),
+            ("function_call", "tool_calls"),
+            ("content_filter", "content_filter"),
+            ("pause_turn", "pause_turn"),
+        ] {
+            assert_eq!(normalize_finish_reason(raw), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn expected_finish_reasons() {
+        let expect = Expect {
+            finish_reason: vec!["stop".into()],
+            ..Expect::default()
+        };
+        assert!(check_finish_reason(&expect, Some("stop")).is_ok());
+        let f = check_finish_reason(&expect, Some("length")).unwrap_err();
+        assert_eq!(f.reason, FailureReason::Assertion);
+        assert_eq!(f.message, "expected finish reason stop, got length");
+        assert!(
+            check_finish_reason(&expect, None)
+                .unwrap_err()
+                .message
+                .ends_with("got none")
+        );
+        assert!(check_finish_reason(&Expect::default(), None).is_ok());
+    }
+
+    #[test]
+    fn a_large_gap_between_usage_and_events_is_noted() {
+        // llama.cpp's byte tokens: a few tokens with no event of their own.
+        assert_eq!(token_gap_note(16, 13), None);
+        assert_eq!(token_gap_note(7, 7), None);
+        // A proxy coalescing chunks, or a usage count that is wrong.
+        assert_eq!(
+            token_gap_note(64, 8).as_deref(),
+            Some("usage reports 64 output tokens but 8 content events arrived; the usage count is used")
+        );
+        assert!(token_gap_note(1, 16).is_some());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{EventFacts, Framing, Generation};
+use super::stream::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
@@ -51,12 +51,20 @@ impl Probe for TgiProbe {
                 limits,
                 Bytes::from(body),
                 (prompt, &images),
-                Framing::Sse,
+                &PROTOCOL,
                 parse_event,
             )
             .await
     }
 }
+
+/// No `[DONE]`: the last event, with `details` (asked for) and `generated_text`, ends the
+/// stream and says why (`details.finish_reason`).
+const PROTOCOL: Protocol = Protocol {
+    framing: Framing::Sse,
+    terminator: "the final event with details",
+    finish: None,
+};
 
 #[derive(Serialize)]
 struct Request<'a> {
@@ -89,6 +97,8 @@ struct Token {
 #[derive(Deserialize)]
 struct Details {
     generated_tokens: Option<u64>,
+    /// `length`, `eos_token`, `stop_sequence`.
+    finish_reason: Option<String>,
 }
 
 pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
@@ -118,10 +128,18 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
         ));
     };
     let done = e.details.is_some() || e.generated_text.is_some();
+    let (output_tokens, finish_reason) = match e.details {
+        Some(d) => (
+            d.generated_tokens,
+            d.finish_reason.as_deref().map(normalize_finish_reason),
+        ),
+        None => (None, None),
+    };
     Ok(EventFacts {
         text: if token.special { String::new() } else { token.text },
-        output_tokens: e.details.and_then(|d| d.generated_tokens),
+        output_tokens,
         done,
+        finish_reason,
         ..EventFacts::default()
     })
 }
@@ -144,6 +162,7 @@ mod tests {
         let f = event(r#"{"index":2,"token":{"id":2,"text":"</s>","logprob":-0.1,"special":true},"generated_text":" Red","details":{"finish_reason":"eos_token","generated_tokens":2,"input_length":12,"seed":null}}"#).unwrap();
         assert!(f.text.is_empty() && f.done);
         assert_eq!(f.output_tokens, Some(2));
+        assert_eq!(f.finish_reason.as_deref(), Some("stop"));
     }
 
     #[test]

@@ -430,6 +430,29 @@ pub fn reply(status: u16, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// How a [`chunked_reply`] ends its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// With the chunked encoding's last chunk (`0\r\n\r\n`): a complete message.
+    LastChunk,
+    /// Without it, the connection then closed: the message never ends.
+    Cut,
+}
+
+/// A 200 reply of `content_type` whose body is `parts` in HTTP/1.1 chunks (one chunk per
+/// part, as servers flush each event), keep-alive framing, ending as `end` says.
+pub fn chunked_reply(content_type: &str, parts: &[&str], end: BodyEnd) -> Vec<u8> {
+    let mut out =
+        format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for p in parts.iter().filter(|p| !p.is_empty()) {
+        out.push_str(&format!("{:x}\r\n{p}\r\n", p.len()));
+    }
+    if end == BodyEnd::LastChunk {
+        out.push_str("0\r\n\r\n");
+    }
+    out.into_bytes()
+}
+
 /// A fake paging receiver (PagerDuty, webhook): records every request with the status
 /// it answered, and answers what the test sets (202, 503, 400 ...).
 pub struct FakeReceiver {
