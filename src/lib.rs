@@ -677,10 +677,16 @@ impl Paging {
     fn settle(&self, all: bool) {
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
-        if all || state.last_commit.elapsed() >= COMMIT_WINDOW {
+        let publish_due = state.board_stale && (all || state.last_publish.elapsed() >= PUBLISH_EVERY);
+        // The board shows the state machine as it is now, so whatever it decided is
+        // committed first: nothing may be visible that a crash could take back.
+        if all || publish_due || state.last_commit.elapsed() >= COMMIT_WINDOW {
             self.commit_blocking(&mut state, now);
         }
-        if state.board_stale && (all || state.last_publish.elapsed() >= PUBLISH_EVERY) {
+        if state.board_stale
+            && state.unsaved.is_empty()
+            && (all || state.last_publish.elapsed() >= PUBLISH_EVERY)
+        {
             self.publish_board(&mut state, now);
         }
     }
@@ -791,7 +797,14 @@ async fn fan_out(
     let mut history_seen = (u64::MAX, u64::MAX);
     loop {
         let report = match rx.try_recv() {
-            Ok(report) => report,
+            Ok(report) => {
+                // A steady queue of reports that decide nothing (skipped ticks, runs of
+                // replaced probes) must not hold back what is due.
+                if paging.next_due() == Some(Duration::ZERO) {
+                    paging.settle(false);
+                }
+                report
+            }
             Err(mpsc::error::TryRecvError::Empty) => {
                 // Nothing queued: wait for the next report, but no longer than until
                 // what paging holds back is due.

@@ -225,6 +225,19 @@ const GOLDEN: &[Golden] = &[
         message_has: "data: [DONE] came without a finish_reason",
     },
     Golden {
+        name: "chat: [DONE] with an empty finish_reason (a proxy writing \"\" for null)",
+        kind: "openai_chat",
+        path: "/v1/chat/completions",
+        content_type: SSE,
+        events: &[
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Red\"},\"finish_reason\":\"\"}]}\n\n",
+            "data: [DONE]\n\n",
+        ],
+        end: BodyEnd::LastChunk,
+        want: Some(FailureReason::Truncated),
+        message_has: "data: [DONE] came without a finish_reason",
+    },
+    Golden {
         name: "responses: incomplete, no reason given",
         kind: "openai_responses",
         path: "/v1/responses",

@@ -58,13 +58,12 @@ fn make_pki(dir: &Path) -> Pki {
 
 /// A GET over TLS trusting `pki`'s CA; with a client certificate if asked. Returns the
 /// status and the head, or the error that ended the exchange.
-async fn tls_get(
+/// A TLS connection to the agent, trusting the test CA.
+async fn tls_connect(
     addr: &str,
-    path: &str,
     pki: &Pki,
-    auth: Option<(&str, &str)>,
     client_cert: bool,
-) -> Result<(u16, String), String> {
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(pki.ca.as_bytes()) {
         roots.add(c.unwrap()).unwrap();
@@ -87,18 +86,58 @@ async fn tls_get(
         .await
         .map_err(|e| e.to_string())?;
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let mut tls = connector
+    connector
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
-        .map_err(|e| e.to_string())?;
-    let auth = auth
-        .map(|(u, p)| {
-            format!(
-                "Authorization: Basic {}\r\n",
-                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
-            )
-        })
-        .unwrap_or_default();
+        .map_err(|e| e.to_string())
+}
+
+fn basic(user: &str, password: &str) -> String {
+    format!(
+        "Authorization: Basic {}\r\n",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// One request on a kept-alive connection: the status of its answer, whose body (with a
+/// Content-Length) is read whole so the next request can follow on the same connection.
+async fn keep_alive_status(
+    tls: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    addr: &str,
+    auth: &str,
+) -> u16 {
+    tls.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n{auth}\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), tls.read(&mut byte))
+            .await
+            .expect("answer in time")
+            .unwrap();
+        assert_eq!(n, 1, "the agent closed the kept-alive connection: {raw:?}");
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0u8; length];
+    tls.read_exact(&mut body).await.unwrap();
+    head.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+async fn tls_get(
+    addr: &str,
+    path: &str,
+    pki: &Pki,
+    auth: Option<(&str, &str)>,
+    client_cert: bool,
+) -> Result<(u16, String), String> {
+    let mut tls = tls_connect(addr, pki, client_cert).await?;
+    let auth = auth.map(|(u, p)| basic(u, p)).unwrap_or_default();
     tls.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n").as_bytes())
         .await
         .map_err(|e| e.to_string())?;
@@ -410,12 +449,27 @@ async fn sighup_rereads_the_web_config_and_a_bad_one_keeps_the_running_one() {
     };
     assert_eq!(status("alice").await, 200);
     assert_eq!(status("bob").await, 401);
+    // A scraper that keeps its connection open across the reload.
+    let mut kept = tls_connect(&addr, &pki, false).await.unwrap();
+    assert_eq!(
+        keep_alive_status(&mut kept, &addr, &basic("alice", "pw")).await,
+        200
+    );
 
     std::fs::write(&web, file_for("bob")).unwrap();
     agent.signal("HUP");
     agent.wait_for_log("Web config reloaded.", Duration::from_secs(10));
     assert_eq!(status("bob").await, 200);
     assert_eq!(status("alice").await, 401);
+    // A revoked user is refused on a connection opened before the reload too.
+    assert_eq!(
+        keep_alive_status(&mut kept, &addr, &basic("alice", "pw")).await,
+        401
+    );
+    assert_eq!(
+        keep_alive_status(&mut kept, &addr, &basic("bob", "pw")).await,
+        200
+    );
 
     std::fs::write(&web, "basic_auth_users:\n  carol: plaintext\n").unwrap();
     agent.signal("HUP");

@@ -203,7 +203,7 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
             facts.finish_reason = e
                 .delta
                 .and_then(|d| d.stop_reason)
-                .map(|r| normalize_finish_reason(&r));
+                .and_then(|r| normalize_finish_reason(&r));
         }
         "message_stop" => facts.done = true,
         // content_block_start/stop, ping, and types added later.

@@ -183,7 +183,7 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
     }
     if done {
         facts.output_tokens = line.eval_count;
-        facts.finish_reason = line.done_reason.as_deref().map(normalize_finish_reason);
+        facts.finish_reason = line.done_reason.as_deref().and_then(normalize_finish_reason);
         for (stage, ns) in [
             ("total", line.total_duration),
             ("load", line.load_duration),

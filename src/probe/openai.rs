@@ -313,8 +313,8 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
         ..EventFacts::default()
     };
     for choice in chunk.choices.unwrap_or_default() {
-        if let Some(reason) = &choice.finish_reason {
-            facts.finish_reason = Some(normalize_finish_reason(reason));
+        if let Some(reason) = choice.finish_reason.as_deref().and_then(normalize_finish_reason) {
+            facts.finish_reason = Some(reason);
         }
         if chat {
             let Some(delta) = choice.delta else { continue };
@@ -408,7 +408,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
                 _ => v
                     .pointer("/response/incomplete_details/reason")
                     .and_then(|r| r.as_str())
-                    .map(normalize_finish_reason)
+                    .and_then(normalize_finish_reason)
                     .filter(|r| r == "length" || r == "content_filter")
                     .unwrap_or_else(|| "incomplete".to_owned()),
             };

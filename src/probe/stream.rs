@@ -266,18 +266,30 @@ pub(crate) struct Protocol {
 /// Finish reasons as one vocabulary across protocols, so that `expect.finish_reason`
 /// (see [`crate::config::ANSWER_FINISH_REASONS`]) and the API read the same for every
 /// kind: the answer ended naturally (`stop`), at the output cap (`length`), to call tools
-/// (`tool_calls`), withheld (`content_filter`, `refusal`). Any other value is kept as the
-/// server sent it.
-pub(crate) fn normalize_finish_reason(raw: &str) -> String {
-    match raw {
+/// (`tool_calls`), withheld (`content_filter`, `refusal`). Any other word is kept as the
+/// server sent it, if it looks like one: the value is the server's and reaches the API,
+/// logs and terminals, so anything longer than 32 characters or outside
+/// `[A-Za-z0-9_-]` becomes `other`. An empty value is no finish reason at all (`None`):
+/// a proxy writing `""` for `null` must not make a cut stream look finished.
+pub(crate) fn normalize_finish_reason(raw: &str) -> Option<String> {
+    let word = match raw.trim() {
+        "" => return None,
         // OpenAI and Ollama; Anthropic; TGI; llama.cpp's native API.
         "stop" | "end_turn" | "stop_sequence" | "eos_token" | "eos" => "stop",
         // OpenAI, Ollama, TGI; Anthropic; the Responses API's incomplete reason.
         "length" | "max_tokens" | "max_output_tokens" => "length",
         "tool_calls" | "function_call" | "tool_use" => "tool_calls",
-        other => other,
-    }
-    .to_owned()
+        other
+            if other.len() <= 32
+                && other
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            other
+        }
+        _ => "other",
+    };
+    Some(word.to_owned())
 }
 
 /// Whether the answer and its HTTP message are complete: the protocol's finish signal
@@ -1012,7 +1024,17 @@ mod tests {
             ("content_filter", "content_filter"),
             ("pause_turn", "pause_turn"),
         ] {
-            assert_eq!(normalize_finish_reason(raw), want, "{raw}");
+            assert_eq!(normalize_finish_reason(raw).as_deref(), Some(want), "{raw}");
+        }
+        // Not a finish reason, or not one to show as sent.
+        assert_eq!(normalize_finish_reason(""), None);
+        assert_eq!(normalize_finish_reason("  "), None);
+        for hostile in ["\u{1b}[2Jstop", "stop\r\nFAKE", &"x".repeat(33), "<b>"] {
+            assert_eq!(
+                normalize_finish_reason(hostile).as_deref(),
+                Some("other"),
+                "{hostile:?}"
+            );
         }
     }
 

@@ -131,7 +131,7 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
     let (output_tokens, finish_reason) = match e.details {
         Some(d) => (
             d.generated_tokens,
-            d.finish_reason.as_deref().map(normalize_finish_reason),
+            d.finish_reason.as_deref().and_then(normalize_finish_reason),
         ),
         None => (None, None),
     };

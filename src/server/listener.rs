@@ -276,10 +276,11 @@ enum Expired {
 async fn serve_connection(stream: tokio::net::TcpStream, shared: &Arc<Shared>, shutdown: CancellationToken) {
     let opened = Instant::now();
     let limits = shared.limits;
-    // A reload applies to connections accepted after it.
+    // TLS settings of a reload apply to connections accepted after it; credentials and
+    // headers to every request after it (see `serve_http`).
     let web = shared.web.current();
     match web.tls_acceptor() {
-        None => serve_http(stream, shared, web.clone(), opened, shutdown).await,
+        None => serve_http(stream, shared, opened, shutdown).await,
         Some(acceptor) => {
             let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
             let tls = tokio::select! {
@@ -287,7 +288,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, shared: &Arc<Shared>, s
                 h = handshake => h,
             };
             match tls {
-                Ok(Ok(tls)) => serve_http(tls, shared, web.clone(), opened, shutdown).await,
+                Ok(Ok(tls)) => serve_http(tls, shared, opened, shutdown).await,
                 Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake on the agent's port failed."),
                 Err(_) => shared.metrics.listener_timed_out("header"),
             }
@@ -295,13 +296,8 @@ async fn serve_connection(stream: tokio::net::TcpStream, shared: &Arc<Shared>, s
     }
 }
 
-async fn serve_http<S>(
-    io: S,
-    shared: &Arc<Shared>,
-    web: Arc<WebConfig>,
-    opened: Instant,
-    shutdown: CancellationToken,
-) where
+async fn serve_http<S>(io: S, shared: &Arc<Shared>, opened: Instant, shutdown: CancellationToken)
+where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = shared.limits;
@@ -323,7 +319,9 @@ async fn serve_http<S>(
                 opened,
             };
             let shared = shared.clone();
-            let web = web.clone();
+            // Read per request: a reload that revokes a password must reach a kept-alive
+            // connection too, not only new ones.
+            let web = shared.web.current();
             async move {
                 let response = respond(&shared, &web, request).await;
                 drop(guard);

@@ -211,10 +211,19 @@ impl std::fmt::Debug for WebHandle {
     }
 }
 
+/// The web config and the certificate and key files it names: regular files only (a FIFO
+/// must not hang `check` or a reload, `/dev/zero` must not fill memory), this large at most.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// The most expensive bcrypt accepted. Every check of an unknown password costs one hash,
+/// doubling with each step: about 70 ms at 10, 1 s at 14, days at 31 (the decoy hash made
+/// at load alone would stall a reload).
+const MAX_BCRYPT_COST: u32 = 14;
+
 impl WebConfig {
     /// Reads and checks a web config file; every problem with its position.
     pub fn load(path: &Path) -> Result<WebConfig, ConfigErrors> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = crate::config::files::read_regular_text(path, MAX_FILE_BYTES).map_err(|e| {
             ConfigErrors(vec![ConfigError {
                 file: path.display().to_string(),
                 line: 0,
@@ -485,6 +494,13 @@ impl Checker {
                 self.error(&key, "a user name cannot contain `:` (basic auth splits there)");
             }
             match hash.parse::<bcrypt::HashParts>() {
+                Ok(parts) if parts.get_cost() > MAX_BCRYPT_COST => self.error(
+                    &key,
+                    format!(
+                        "bcrypt cost {} is above {MAX_BCRYPT_COST}: each check would take seconds of CPU, so a few requests would stall the port; use 10 to 12",
+                        parts.get_cost()
+                    ),
+                ),
                 Ok(parts) => costs.push(parts.get_cost()),
                 // Not the value: it may be a password written where its hash belongs.
                 Err(_) => self.error(
@@ -527,7 +543,7 @@ impl Checker {
             (Some(text), None) => Some((text.into_bytes(), key(name))),
             (None, Some(path)) => {
                 let full = self.base.join(&path);
-                match std::fs::read(&full) {
+                match crate::config::files::read_regular(&full, MAX_FILE_BYTES) {
                     Ok(bytes) => Some((bytes, key(&format!("{name}_file")))),
                     Err(e) => {
                         self.error(
@@ -868,6 +884,35 @@ mod tests {
             assert!(e.iter().any(|e| e.contains(w)), "{w:?} not in {e:#?}");
         }
         assert_eq!(e.len(), want.len(), "{e:#?}");
+    }
+
+    #[test]
+    fn a_bcrypt_cost_that_would_stall_the_port_is_refused() {
+        // Cost 31, written by hand: hashing one at load would take days.
+        let hash = "$2y$31$abcdefghijklmnopqrstuu5qXJ0ITQzIqtDPAJZKQ1dWw/fD2Ql1S";
+        let e = errors(&format!("basic_auth_users:\n  alice: '{hash}'\n"));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("basic_auth_users.alice: bcrypt cost 31 is above 14"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let e = WebConfig::load(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let dir = std::env::temp_dir().join(format!("inferprobe-webdev-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let web = dir.join("web.yml");
+        std::fs::write(
+            &web,
+            "tls_server_config:\n  cert_file: /dev/zero\n  key_file: /dev/zero\n",
+        )
+        .unwrap();
+        let e = WebConfig::load(&web).unwrap_err().to_string();
+        assert!(e.contains("cert_file") && e.contains("not a regular file"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
