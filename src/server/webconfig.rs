@@ -146,7 +146,14 @@ struct BasicAuth {
     hasher: std::collections::hash_map::RandomState,
     /// One bcrypt at a time: a flood of wrong passwords costs one core, not all.
     bcrypt: tokio::sync::Mutex<()>,
+    /// Checks waiting for that one bcrypt; past [`MAX_WAITING_CHECKS`] more are refused
+    /// at once instead of queueing for a minute.
+    waiting: std::sync::atomic::AtomicUsize,
 }
+
+/// Uncached password checks allowed to wait for the bcrypt at once. A scraper's verdict
+/// is cached after its first scrape (and kept across reloads), so only a flood waits.
+const MAX_WAITING_CHECKS: usize = 16;
 
 /// The agent port's security settings: TLS, basic auth, response headers.
 pub struct WebConfig {
@@ -199,7 +206,9 @@ impl WebHandle {
 
     /// Re-reads `path`; a bad file changes nothing and says why.
     pub fn reload(&self, path: &Path) -> Result<Arc<WebConfig>, ConfigErrors> {
-        let fresh = Arc::new(WebConfig::load(path)?);
+        let mut fresh = WebConfig::load(path)?;
+        fresh.keep_verdicts_from(&self.current());
+        let fresh = Arc::new(fresh);
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = fresh.clone();
         Ok(fresh)
     }
@@ -265,6 +274,24 @@ impl WebConfig {
         self.auth.is_some()
     }
 
+    /// Good verdicts of users whose hash did not change carry over a reload: a scraper
+    /// must not queue behind a flood of wrong passwords because certificates were rotated.
+    fn keep_verdicts_from(&mut self, old: &WebConfig) {
+        let (Some(new), Some(old)) = (self.auth.as_mut(), old.auth.as_ref()) else {
+            return;
+        };
+        new.hasher = old.hasher.clone();
+        let kept = old
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|((user, _), granted)| **granted && new.users.get(user) == old.users.get(user))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        *new.cache.get_mut().unwrap_or_else(|p| p.into_inner()) = kept;
+    }
+
     /// Basic auth, when users are configured: the credentials must match a user's hash.
     pub async fn authorize<B>(&self, request: &http::Request<B>) -> Access {
         let Some(auth) = &self.auth else {
@@ -284,6 +311,18 @@ impl WebConfig {
         if let Some(&ok) = auth.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return if ok { Access::Granted } else { Access::Denied };
         }
+        use std::sync::atomic::Ordering;
+        if auth.waiting.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING_CHECKS {
+            auth.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Access::Denied;
+        }
+        struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let _waiting = Waiting(&auth.waiting);
         let known = auth.users.get(&user);
         let hash = known.cloned().unwrap_or_else(|| auth.decoy.clone());
         let ok = {
@@ -524,6 +563,7 @@ impl Checker {
             cache: Mutex::default(),
             hasher: std::collections::hash_map::RandomState::new(),
             bcrypt: tokio::sync::Mutex::new(()),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -1062,11 +1102,88 @@ mod tests {
                 Access::Denied
             );
         }
-        let cache = auth.cache.lock().unwrap();
-        assert!(cache.len() < AUTH_CACHE_ENTRIES, "{}", cache.len());
-        assert!(
-            cache.values().any(|granted| *granted),
-            "the good verdict was evicted"
+        {
+            let cache = auth.cache.lock().unwrap();
+            assert!(cache.len() < AUTH_CACHE_ENTRIES, "{}", cache.len());
+            assert!(
+                cache.values().any(|granted| *granted),
+                "the good verdict was evicted"
+            );
+        }
+
+        // A reload keeps the good verdicts of users whose hash is unchanged, and only those.
+        let other = bcrypt::hash("other", 4).unwrap();
+        let reloaded = |users: &str| {
+            let mut fresh = WebConfig::parse(users, Path::new("web.yml")).unwrap();
+            fresh.keep_verdicts_from(&c);
+            fresh.auth.unwrap().cache.into_inner().unwrap()
+        };
+        let same = reloaded(&format!(
+            "basic_auth_users:\n  alice: '{hash}'\n  bob: '{other}'\n"
+        ));
+        assert_eq!(same.len(), 1, "{same:?}");
+        assert!(same.keys().all(|(user, _)| user == "alice") && same.values().all(|g| *g));
+        let changed = reloaded(&format!("basic_auth_users:\n  alice: '{other}'\n"));
+        assert!(changed.is_empty(), "a changed password must be checked anew");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flood_of_uncached_checks_is_refused_beyond_the_queue_not_queued() {
+        let hash = bcrypt::hash("right", 4).unwrap();
+        let c = Arc::new(
+            WebConfig::parse(
+                &format!("basic_auth_users:\n  alice: '{hash}'\n"),
+                Path::new("web.yml"),
+            )
+            .unwrap(),
         );
+        // Hold the bcrypt, as a check in progress would, and fill the queue behind it.
+        let held = c.auth.as_ref().unwrap().bcrypt.lock().await;
+        let mut queued = Vec::new();
+        for i in 0..MAX_WAITING_CHECKS {
+            let c = c.clone();
+            queued.push(tokio::spawn(async move {
+                let r = http::Request::builder()
+                    .uri("/metrics")
+                    .header(
+                        "authorization",
+                        format!(
+                            "Basic {}",
+                            base64::engine::general_purpose::STANDARD.encode(format!("alice:guess-{i}"))
+                        ),
+                    )
+                    .body(())
+                    .unwrap();
+                c.authorize(&r).await
+            }));
+        }
+        let auth = c.auth.as_ref().unwrap();
+        let filled = async {
+            while auth.waiting.load(std::sync::atomic::Ordering::Acquire) < MAX_WAITING_CHECKS {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), filled)
+            .await
+            .expect("the queue fills");
+        // One more is answered at once, without waiting for the bcrypt.
+        let r = http::Request::builder()
+            .uri("/metrics")
+            .header(
+                "authorization",
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode("alice:right")
+                ),
+            )
+            .body(())
+            .unwrap();
+        assert_eq!(c.authorize(&r).await, Access::Denied);
+        drop(held);
+        for q in queued {
+            assert_eq!(q.await.unwrap(), Access::Denied);
+        }
+        // With the flood gone the right password is checked and granted.
+        assert_eq!(c.authorize(&r).await, Access::Granted);
     }
 }
