@@ -536,6 +536,20 @@ impl fmt::Display for ConfigError {
 #[derive(Debug, Clone, thiserror::Error)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
+impl ConfigErrors {
+    /// The file as a whole could not be read: no line or column to point at (0:0).
+    pub fn unreadable(path: &Path, message: String) -> ConfigErrors {
+        ConfigErrors(vec![ConfigError {
+            file: path.display().to_string(),
+            line: 0,
+            column: 0,
+            probe: None,
+            key: String::new(),
+            message,
+        }])
+    }
+}
+
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, e) in self.0.iter().enumerate() {
@@ -553,16 +567,8 @@ impl fmt::Display for ConfigErrors {
 
 /// Reads and validates a config file, resolving `${VAR}` from the process environment.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let text = files::read_config_text(path).map_err(|e| {
-        ConfigErrors(vec![ConfigError {
-            file: path.display().to_string(),
-            line: 0,
-            column: 0,
-            probe: None,
-            key: String::new(),
-            message: format!("cannot read the file: {e}"),
-        }])
-    })?;
+    let text = files::read_config_text(path)
+        .map_err(|e| ConfigErrors::unreadable(path, format!("cannot read the file: {e}")))?;
     parse(&text, path, &|name| std::env::var(name).ok())
 }
 
