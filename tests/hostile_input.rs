@@ -8,8 +8,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -57,22 +55,8 @@ fn run_to_end(args: &[&str]) -> Output {
 
 /// A raw request line, so that bytes no client library would send reach the agent.
 fn raw_get(addr: &str, target: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut request = b"GET ".to_vec();
-    request.extend_from_slice(target);
-    request.extend_from_slice(format!(" HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes());
-    s.write_all(&request).unwrap();
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_owned())
+    let (status, _, body) = support::http_get_raw(addr, target, "");
+    (status, body)
 }
 
 #[test]

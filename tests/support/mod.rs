@@ -183,17 +183,24 @@ fn read_request(s: &mut TcpStream) -> Option<Received> {
 
 /// A plain HTTP/1.0-style GET; returns (status, headers, body).
 pub fn http_get(addr: &str, path: &str, accept: Option<&str>) -> (u16, String, String) {
+    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    http_get_raw(addr, path.as_bytes(), &accept)
+}
+
+/// A GET of `target` as raw bytes (so that bytes no client library would send reach the
+/// server), with `headers` (each ending in CRLF). A reply cut short or reset is what was
+/// read before it: status 0 when no head came.
+pub fn http_get_raw(addr: &str, target: &[u8], headers: &str) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
-    write!(
-        s,
-        // HTTP/1.0, so that no server answers in chunks: the body is the rest of the stream.
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{accept}\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
+    let mut request = b"GET ".to_vec();
+    request.extend_from_slice(target);
+    // HTTP/1.0, so that no server answers in chunks: the body is the rest of the stream.
+    request.extend_from_slice(format!(" HTTP/1.0\r\nHost: {addr}\r\n{headers}\r\n").as_bytes());
+    s.write_all(&request).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status = head
         .split_whitespace()

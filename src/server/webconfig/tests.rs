@@ -192,16 +192,6 @@ async fn basic_auth_checks_the_hash_once_and_caches_the_verdict() {
         Path::new("web.yml"),
     )
     .unwrap();
-    let request = |path: &str, auth: Option<&str>| {
-        let mut r = http::Request::builder().uri(path);
-        if let Some(a) = auth {
-            r = r.header(
-                "authorization",
-                format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(a)),
-            );
-        }
-        r.body(()).unwrap()
-    };
     assert_eq!(c.authorize(&request("/metrics", None)).await, Access::Denied);
     assert_eq!(
         c.authorize(&request("/metrics", Some("alice:wrong"))).await,
@@ -274,18 +264,8 @@ async fn a_flood_of_uncached_checks_is_refused_beyond_the_queue_not_queued() {
     for i in 0..MAX_WAITING_CHECKS {
         let c = c.clone();
         queued.push(tokio::spawn(async move {
-            let r = http::Request::builder()
-                .uri("/metrics")
-                .header(
-                    "authorization",
-                    format!(
-                        "Basic {}",
-                        base64::engine::general_purpose::STANDARD.encode(format!("alice:guess-{i}"))
-                    ),
-                )
-                .body(())
-                .unwrap();
-            c.authorize(&r).await
+            let guess = format!("alice:guess-{i}");
+            c.authorize(&request("/metrics", Some(&guess))).await
         }));
     }
     let auth = c.auth.as_ref().unwrap();
@@ -298,17 +278,7 @@ async fn a_flood_of_uncached_checks_is_refused_beyond_the_queue_not_queued() {
         .await
         .expect("the queue fills");
     // One more is answered at once, without waiting for the bcrypt.
-    let r = http::Request::builder()
-        .uri("/metrics")
-        .header(
-            "authorization",
-            format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode("alice:right")
-            ),
-        )
-        .body(())
-        .unwrap();
+    let r = request("/metrics", Some("alice:right"));
     assert_eq!(c.authorize(&r).await, Access::Denied);
     drop(held);
     for q in queued {
@@ -316,4 +286,16 @@ async fn a_flood_of_uncached_checks_is_refused_beyond_the_queue_not_queued() {
     }
     // With the flood gone the right password is checked and granted.
     assert_eq!(c.authorize(&r).await, Access::Granted);
+}
+
+/// A request for `path`, with basic credentials `user:password` if given.
+fn request(path: &str, credentials: Option<&str>) -> http::Request<()> {
+    let mut r = http::Request::builder().uri(path);
+    if let Some(c) = credentials {
+        r = r.header(
+            "authorization",
+            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(c)),
+        );
+    }
+    r.body(()).unwrap()
 }
