@@ -212,6 +212,70 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
     Ok(facts)
 }
 
+// The simulator's side of this protocol.
+
+/// What `inferprobe simulate` writes on `/v1/messages`: the events the parser above reads.
+pub(crate) mod simulator {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::simulate::{Dialect, Reply};
+
+    /// `POST /v1/messages`.
+    pub struct Messages;
+
+    impl Dialect for Messages {
+        fn route(&self) -> &'static str {
+            "/v1/messages"
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/max_tokens"
+        }
+
+        fn preamble(&self, reply: &Reply) -> Vec<String> {
+            vec![
+                reply.frame(
+                    Some("message_start"),
+                    &json!({"type": "message_start", "message": {"id": reply.id, "type": "message", "role": "assistant", "content": [], "model": reply.model, "stop_reason": null, "usage": {"input_tokens": 24, "output_tokens": 1}}}),
+                ),
+                reply.frame(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ),
+                reply.frame(Some("ping"), &json!({"type": "ping"})),
+            ]
+        }
+
+        fn token(&self, reply: &Reply, _i: u32, _n: u32, word: &str) -> String {
+            reply.frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word}}),
+            )
+        }
+
+        fn finish(&self, reply: &Reply, n: u32, _elapsed: Duration) -> Vec<String> {
+            vec![
+                reply.frame(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": 0})),
+                reply.frame(
+                    Some("message_delta"),
+                    &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null}, "usage": {"output_tokens": n}}),
+                ),
+                reply.frame(Some("message_stop"), &json!({"type": "message_stop"})),
+            ]
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            let message = "simulated engine failure mid-stream";
+            vec![reply.frame(
+                Some("error"),
+                &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
+            )]
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

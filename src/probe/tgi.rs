@@ -144,6 +144,61 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
     })
 }
 
+// The simulator's side of this protocol.
+
+/// What `inferprobe simulate` writes on `/generate_stream`: the events the parser above
+/// reads.
+pub(crate) mod simulator {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::simulate::{Dialect, Reply};
+
+    /// `POST /generate_stream`.
+    pub struct GenerateStream;
+
+    impl Dialect for GenerateStream {
+        fn route(&self) -> &'static str {
+            "/generate_stream"
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/parameters/max_new_tokens"
+        }
+
+        /// The last token carries the details.
+        fn token(&self, reply: &Reply, i: u32, n: u32, word: &str) -> String {
+            let last = i + 1 == n;
+            let details = last.then(|| json!({"finish_reason": "length", "generated_tokens": n, "input_length": 24, "seed": null}));
+            let text = last.then_some("(the whole answer)");
+            reply.frame(
+                None,
+                &json!({"index": i + 1, "token": {"id": 1000 + i, "text": word, "logprob": -0.5, "special": false}, "generated_text": text, "details": details}),
+            )
+        }
+
+        /// The last token event carried the details; the body just ends.
+        fn finish(&self, _reply: &Reply, _n: u32, _elapsed: Duration) -> Vec<String> {
+            vec![]
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            let message = "simulated engine failure mid-stream";
+            vec![reply.frame(None, &json!({"error": message, "error_type": "generation"}))]
+        }
+
+        /// TGI always sends a last token: here only the special end-of-sequence one.
+        fn empty_end(&self, reply: &Reply) -> Vec<String> {
+            vec![reply.frame(
+                None,
+                &json!({"index": 1, "token": {"id": 2, "text": "</s>", "logprob": -0.1, "special": true}, "generated_text": "",
+                    "details": {"finish_reason": "eos_token", "generated_tokens": 1, "input_length": 24, "seed": null}}),
+            )]
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
