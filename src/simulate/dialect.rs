@@ -107,3 +107,29 @@ impl Reply<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_route_has_one_dialect() {
+        let mut routes: Vec<&str> = DIALECTS.iter().map(|d| d.route()).collect();
+        routes.sort();
+        routes.dedup();
+        assert_eq!(routes.len(), DIALECTS.len());
+        assert_eq!(for_path("/api/generate").map(|d| d.ndjson()), Some(true));
+        assert!(for_path("/v1/models").is_none());
+    }
+
+    #[test]
+    fn the_output_cap_is_read_where_the_protocol_puts_it() {
+        let tgi = for_path("/generate_stream").unwrap();
+        let body = serde_json::json!({"parameters": {"max_new_tokens": 5}, "max_completion_tokens": 9});
+        assert_eq!(max_tokens(tgi, &body), Some(5));
+        assert_eq!(
+            max_tokens(tgi, &serde_json::json!({"max_completion_tokens": 9})),
+            Some(9)
+        );
+    }
+}

@@ -185,3 +185,36 @@ pub(super) async fn wait_for_peer_close(socket: &mut TcpStream) {
     })
     .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_is_parsed_once_complete() {
+        let raw = b"POST /v1/completions?ttft=1s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+        assert!(RequestHead::parse(&raw[..20]).unwrap().is_none());
+        let head = RequestHead::parse(raw).unwrap().unwrap();
+        assert_eq!(head.method, "POST");
+        assert_eq!(head.target, "/v1/completions?ttft=1s");
+        assert_eq!(head.len, raw.len() - 2);
+        assert_eq!(head.content_length(), 2);
+        assert_eq!(head.header("CONNECTION"), Some("close"));
+        assert!(RequestHead::parse(b"\x00\x01 nonsense\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn responses_are_framed_as_on_the_wire() {
+        assert_eq!(
+            json_response(429, "Too Many Requests", "{}", &[("Retry-After", "1")]),
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: 2\r\nRetry-After: 1\r\n\r\n{}"
+        );
+        let mut out = chunked_head("text/event-stream", &[("Cache-Control", "no-cache")]);
+        push_chunk(&mut out, "data: [DONE]\n\n");
+        out.push_str(LAST_CHUNK);
+        assert_eq!(
+            out,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\ne\r\ndata: [DONE]\n\n\r\n0\r\n\r\n"
+        );
+    }
+}
