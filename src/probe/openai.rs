@@ -447,8 +447,8 @@ fn stream_error(raw: &str) -> Failure {
 // The simulator's side of this protocol.
 
 /// What `inferprobe simulate` writes for these routes: the messages the parser above
-/// reads, with a role chunk first (as old vLLM sent it at once, before any token, so a
-/// prober that stops the TTFT clock on it reports ~0).
+/// reads. A chat stream opens with a role chunk, sent at once before any token exists (as
+/// old vLLM did), so a prober that stops the TTFT clock on it reports ~0.
 pub(crate) mod simulator {
     use std::time::Duration;
 
