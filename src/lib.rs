@@ -55,7 +55,7 @@ use crate::outcome::{Outcome, ProbeIdentity};
 use crate::probe::ReadyProbe;
 use crate::probe::{BuildContext, BuildError};
 use crate::push::Pusher;
-use crate::schedule::Report;
+use crate::schedule::RunEvent;
 use crate::store::{HistoryReader, HistoryWriter, Latest, RunRecord, Store, StoreError};
 
 /// How long a finished run may take to reach the history (queue and group commit), with
@@ -142,7 +142,7 @@ pub struct Agent {
     instance: String,
     location: String,
     build: BuildContext,
-    reports: mpsc::Sender<Report>,
+    reports: mpsc::Sender<RunEvent>,
     running: HashMap<String, RunningProbe>,
     current: Current,
     /// Runs in flight, so shutdown can wait for them.
@@ -787,7 +787,7 @@ impl Paging {
 /// The single consumer of reports: metrics first, then the stores (latest, history,
 /// alert state), then the log line.
 async fn fan_out(
-    mut rx: mpsc::Receiver<Report>,
+    mut rx: mpsc::Receiver<RunEvent>,
     metrics: Arc<Metrics>,
     latest: Arc<Latest>,
     paging: Arc<Paging>,
@@ -826,7 +826,7 @@ async fn fan_out(
             Err(mpsc::error::TryRecvError::Disconnected) => break,
         };
         match report {
-            Report::Finished(outcome) => {
+            RunEvent::Finished(outcome) => {
                 let is_current = current
                     .read()
                     .expect("current lock")
@@ -859,7 +859,7 @@ async fn fan_out(
                 }
                 log_outcome(&outcome);
             }
-            Report::Skipped { probe, ticks } => {
+            RunEvent::Skipped { probe, ticks } => {
                 metrics.record_skipped(&probe, ticks);
                 tracing::warn!(probe = %probe.name, ticks, "Skipped scheduled runs: the previous run was still going.");
             }
