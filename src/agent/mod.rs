@@ -5,7 +5,7 @@
 //!
 //! The only module that wires siblings: it may import any of them, and none imports it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,10 +32,12 @@ use crate::{schedule, server};
 
 mod fanout;
 mod paging;
+mod task;
 
 pub use fanout::log_outcome;
 use fanout::{Current, fan_out};
 use paging::Paging;
+use task::{Running, Tasks};
 
 /// How long a finished run may take to reach the history (queue and group commit), with
 /// a wide margin.
@@ -54,11 +56,10 @@ pub fn build_probes(
         .collect()
 }
 
-struct RunningProbe {
-    config: ProbeConfig,
+/// What a probe's scheduler loop shares with the agent.
+struct ProbeLoop {
     identity: Arc<ProbeIdentity>,
-    cancel: CancellationToken,
-    /// Set while a run is in flight.
+    /// Set while a run is in flight; a changed probe's replacement takes it over.
     busy: Arc<AtomicBool>,
 }
 
@@ -111,13 +112,13 @@ pub struct Agent {
     /// plus the writer's slack), in ms: the results API serves only settled history.
     settle_ms: Arc<AtomicU64>,
     /// The remote_write pusher, when configured.
-    push: Option<Pushing>,
+    push: Option<Running<RemoteWriteConfig>>,
     /// `host:port` a scrape would call this agent: the pushed `instance` label.
     instance: String,
     location: String,
     build: BuildContext,
-    reports: mpsc::Sender<RunEvent>,
-    running: HashMap<String, RunningProbe>,
+    events: mpsc::Sender<RunEvent>,
+    probes: Tasks<ProbeConfig, ProbeLoop>,
     current: Current,
     /// Runs in flight, so shutdown can wait for them.
     runs: TaskTracker,
@@ -195,8 +196,8 @@ impl Agent {
             instance,
             location,
             build: BuildContext::new(),
-            reports: tx,
-            running: HashMap::new(),
+            events: tx,
+            probes: Tasks::default(),
             current,
             runs: TaskTracker::new(),
             fanout,
@@ -215,7 +216,41 @@ impl Agent {
     /// Switches to `config`. Every new or changed probe and receiver is built first; if
     /// one cannot be built nothing changes. Unchanged probes keep running on their grid.
     pub fn apply(&mut self, config: &Config) -> Result<ReloadSummary, AgentError> {
+        let diff = self.diff(config);
+        let built = self.build(config, &diff.to_build)?;
+        self.swap(config, built);
+        Ok(diff.summary)
+    }
+
+    /// Which probes are new or changed (to be built), and the counts a reload reports.
+    fn diff<'a>(&self, config: &'a Config) -> Diff<'a> {
         let mut summary = ReloadSummary::default();
+        let mut to_build = Vec::new();
+        for p in &config.probes {
+            match self.probes.get(&p.name) {
+                Some(r) if r.runs(p) => summary.unchanged += 1,
+                existing => {
+                    if existing.is_some() {
+                        summary.changed += 1;
+                    } else {
+                        summary.added += 1;
+                    }
+                    to_build.push(p);
+                }
+            }
+        }
+        let wanted: HashSet<&str> = config.probes.iter().map(|p| p.name.as_str()).collect();
+        summary.removed = self
+            .probes
+            .names()
+            .filter(|n| !wanted.contains(n.as_str()))
+            .count();
+        Diff { summary, to_build }
+    }
+
+    /// Builds the probes in `to_build`, every receiver and, when it is new or changed,
+    /// the remote_write pusher; nothing running changes.
+    fn build(&mut self, config: &Config, to_build: &[&ProbeConfig]) -> Result<Built, AgentError> {
         // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
         self.build.roots = TlsRoots::system();
         // The new config's secrets are in force while it is built (shown endpoints use
@@ -224,30 +259,20 @@ impl Agent {
             .build
             .redactor
             .replace_until_kept(crate::redact::Redactor::for_config(config));
-        let mut built = Vec::new();
-        for p in &config.probes {
-            match self.running.get(&p.name) {
-                Some(r) if r.config == *p => summary.unchanged += 1,
-                existing => {
-                    if existing.is_some() {
-                        summary.changed += 1;
-                    } else {
-                        summary.added += 1;
-                    }
-                    built.push(
-                        ReadyProbe::build(p, &self.location, &self.build)
-                            .map_err(|e| AgentError::Probe(p.name.clone(), e))?,
-                    );
-                }
-            }
-        }
+        let probes = to_build
+            .iter()
+            .map(|p| {
+                ReadyProbe::build(p, &self.location, &self.build)
+                    .map_err(|e| AgentError::Probe(p.name.clone(), e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let receivers = config
             .receivers
             .iter()
             .map(|c| Receiver::build(c.clone(), &self.build.roots, self.build.redactor.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let pusher = match &config.agent.remote_write {
-            Some(rw) if self.push.as_ref().is_none_or(|p| p.config != *rw) => Some(
+            Some(rw) if !task::runs_as(self.push.as_ref(), Some(rw)) => Some(
                 Pusher::build(
                     rw.clone(),
                     &self.build.roots,
@@ -260,61 +285,51 @@ impl Agent {
             _ => None,
         };
         secrets.keep();
+        Ok(Built {
+            probes,
+            receivers,
+            pusher,
+        })
+    }
+
+    /// Puts what was built in place of what it replaces.
+    fn swap(&mut self, config: &Config, built: Built) {
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
         // passes to the replacement so old and new runs never overlap.
-        let mut retired = Vec::new();
-        let mut busy_of: HashMap<String, Arc<AtomicBool>> = HashMap::new();
-        let wanted: HashMap<&str, ()> = config.probes.iter().map(|p| (p.name.as_str(), ())).collect();
-        self.running.retain(|name, r| {
-            let keep = wanted.contains_key(name.as_str()) && !built.iter().any(|b| &b.config.name == name);
-            if !keep {
-                r.cancel.cancel();
-                retired.push(r.identity.clone());
-                busy_of.insert(name.clone(), r.busy.clone());
-                if !wanted.contains_key(name.as_str()) {
-                    summary.removed += 1;
-                }
-            }
-            keep
-        });
-        let added: Vec<Arc<ProbeIdentity>> = built.iter().map(|p| p.identity.clone()).collect();
-        let mut loops = Vec::with_capacity(built.len());
-        for probe in built {
-            let cancel = CancellationToken::new();
-            let busy = busy_of.remove(&probe.config.name).unwrap_or_default();
-            let running = RunningProbe {
-                config: probe.config.clone(),
-                identity: probe.identity.clone(),
-                cancel: cancel.clone(),
-                busy: busy.clone(),
-            };
-            self.running.insert(running.config.name.clone(), running);
-            loops.push((probe, cancel, busy));
-        }
+        let wanted: HashMap<&str, &ProbeConfig> =
+            config.probes.iter().map(|p| (p.name.as_str(), p)).collect();
+        let mut stopped = self
+            .probes
+            .stop_unless(|name, r| wanted.get(name).is_some_and(|p| r.runs(p)));
+        let retired: Vec<Arc<ProbeIdentity>> = stopped.values().map(|s| s.shared.identity.clone()).collect();
+        let added: Vec<Arc<ProbeIdentity>> = built.probes.iter().map(|p| p.identity.clone()).collect();
         // Everything that consumes outcomes learns the new probes before their loops
         // start: a probe whose first tick is due at once would otherwise finish a run
         // the fan-out does not yet count as current, and that run would be lost.
         *self.current.write().expect("current lock") = self
-            .running
-            .values()
-            .map(|r| (r.config.name.clone(), r.identity.clone()))
+            .probes
+            .iter()
+            .map(|(name, r)| (name.clone(), r.shared.identity.clone()))
+            .chain(
+                built
+                    .probes
+                    .iter()
+                    .map(|p| (p.config.name.clone(), p.identity.clone())),
+            )
             .collect();
         self.latest
             .configure(config.probes.iter().map(|p| p.name.as_str()));
-        self.metrics.configured(self.running.len(), &added, &retired);
-        self.paging.configure(config, receivers);
+        self.metrics
+            .configured(self.probes.len() + built.probes.len(), &added, &retired);
+        self.paging.configure(config, built.receivers);
         self.history.set_limits(config.agent.history);
-        for (probe, cancel, busy) in loops {
-            let schedule = probe.config.schedule.clone();
-            tokio::spawn(schedule::run_loop(
-                Arc::new(probe),
-                schedule,
-                self.reports.clone(),
-                cancel,
-                self.runs.clone(),
-                busy,
-            ));
+        for probe in built.probes {
+            let busy = stopped
+                .remove(&probe.config.name)
+                .map(|s| s.shared.busy)
+                .unwrap_or_default();
+            self.start_probe(probe, busy);
         }
         let longest = config.probes.iter().map(|p| p.timeout).max().unwrap_or_default();
         let settle = longest + HISTORY_SLACK;
@@ -323,34 +338,34 @@ impl Agent {
             Ordering::Relaxed,
         );
         // remote_write: started, replaced or stopped as the file says.
-        let unchanged = match (&self.push, &config.agent.remote_write) {
-            (Some(p), Some(rw)) => p.config == *rw,
-            (None, None) => true,
-            _ => false,
-        };
-        if !unchanged {
-            let previous = self.push.take().map(|old| {
-                old.cancel.cancel();
-                old.task
-            });
-            if let Some(pusher) = pusher {
-                let cancel = CancellationToken::new();
-                self.push = Some(Pushing {
-                    config: config.agent.remote_write.clone().expect("configured"),
-                    cancel: cancel.clone(),
-                    task: tokio::spawn(pusher.run(cancel, previous)),
-                });
-            }
+        let remote_write = config.agent.remote_write.as_ref();
+        if !task::runs_as(self.push.as_ref(), remote_write) {
+            let previous = self.push.take().map(|old| old.stop().task);
+            self.push = remote_write
+                .zip(built.pusher)
+                .map(|(rw, pusher)| Running::spawn(rw.clone(), (), |cancel| pusher.run(cancel, previous)));
         }
-        Ok(summary)
+    }
+
+    fn start_probe(&mut self, probe: ReadyProbe, busy: Arc<AtomicBool>) {
+        let name = probe.config.name.clone();
+        let config = probe.config.clone();
+        let schedule = probe.config.schedule.clone();
+        let shared = ProbeLoop {
+            identity: probe.identity.clone(),
+            busy: busy.clone(),
+        };
+        let (events, runs) = (self.events.clone(), self.runs.clone());
+        let running = Running::spawn(config, shared, |cancel| {
+            schedule::run_loop(Arc::new(probe), schedule, events, cancel, runs, busy)
+        });
+        self.probes.insert(name, running);
     }
 
     /// Stops scheduling, waits up to `drain` for runs in flight (their outcomes are
     /// still recorded), then stops the server. Returns whether every run finished.
     pub async fn shutdown(self, drain: Duration) -> bool {
-        for r in self.running.values() {
-            r.cancel.cancel();
-        }
+        self.probes.cancel_all();
         self.runs.close();
         let started = tokio::time::Instant::now();
         let drained = tokio::time::timeout(drain, self.runs.wait()).await.is_ok();
@@ -360,7 +375,7 @@ impl Agent {
                 "Drain deadline passed: these runs were still running and are abandoned."
             );
         }
-        drop(self.reports);
+        drop(self.events);
         // The fan-out loop ends once every sender (loops, and finished runs handing over
         // their outcomes) is gone; it gets what is left of the deadline, at least 2 s.
         let left = drain
@@ -381,7 +396,7 @@ impl Agent {
         }
         if let Some(push) = self.push {
             // Its last push: what the runs just drained left in the metrics.
-            push.cancel.cancel();
+            let push = push.stop();
             let _ = tokio::time::timeout(Duration::from_secs(6), push.task).await;
         }
         self.server_shutdown.cancel();
@@ -411,9 +426,17 @@ fn default_api_base(addr: Option<SocketAddr>) -> String {
     format!("http://{host}:{}", addr.port())
 }
 
-/// The running remote_write pusher.
-struct Pushing {
-    config: RemoteWriteConfig,
-    cancel: CancellationToken,
-    task: JoinHandle<()>,
+/// What a reload changes, decided before anything is built.
+struct Diff<'a> {
+    summary: ReloadSummary,
+    /// New and changed probes, in file order.
+    to_build: Vec<&'a ProbeConfig>,
+}
+
+/// Everything a config needs that is not running yet.
+struct Built {
+    probes: Vec<ReadyProbe>,
+    receivers: Vec<Receiver>,
+    /// Only when remote_write is new or changed.
+    pusher: Option<Pusher>,
 }

@@ -13,8 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::alert::{Alerting, Changes, Firing, Rules};
 use crate::config::{Config, ReceiverConfig};
@@ -23,13 +21,10 @@ use crate::notify::{self, Outbox, Receiver};
 use crate::outcome::Outcome;
 use crate::store::{Store, StoreError};
 
-/// A running delivery loop.
-struct Delivering {
-    config: ReceiverConfig,
-    wake: Arc<Notify>,
-    cancel: CancellationToken,
-    task: JoinHandle<()>,
-}
+use super::task::{Running, Tasks};
+
+/// A running delivery loop, woken when something is enqueued for its receiver.
+type Delivering = Running<ReceiverConfig, Arc<Notify>>;
 
 /// The alert state machine and what it decided but has not saved yet.
 struct PagingState {
@@ -94,7 +89,7 @@ pub(super) struct Paging {
     location: String,
     metrics: Arc<Metrics>,
     pub(super) active: watch::Sender<Arc<Vec<Firing>>>,
-    receivers: Mutex<HashMap<String, Delivering>>,
+    receivers: Mutex<Tasks<ReceiverConfig, Arc<Notify>>>,
 }
 
 impl Paging {
@@ -136,7 +131,7 @@ impl Paging {
             location: location.to_owned(),
             metrics,
             active,
-            receivers: Mutex::new(HashMap::new()),
+            receivers: Mutex::new(Tasks::default()),
         };
         paging.publish(
             &mut paging.state.lock().expect("paging lock").alerting,
@@ -151,43 +146,25 @@ impl Paging {
     pub(super) fn configure(&self, config: &Config, receivers: Vec<Receiver>) {
         {
             let mut running = self.receivers.lock().expect("receivers lock");
-            let mut replaced = HashMap::new();
-            for (name, d) in std::mem::take(&mut *running) {
-                if config.receivers.iter().any(|c| c.name == name && *c == d.config) {
-                    running.insert(name, d);
-                } else {
-                    d.cancel.cancel();
-                    replaced.insert(name, d.task);
-                }
-            }
+            let mut replaced =
+                running.stop_unless(|name, d| config.receivers.iter().any(|c| c.name == name && d.runs(c)));
             for receiver in receivers {
-                if running.contains_key(receiver.name()) {
+                if running.contains(receiver.name()) {
                     continue;
                 }
                 let wake = Arc::new(Notify::new());
-                let cancel = CancellationToken::new();
                 let config = receiver.config.clone();
-                let previous = replaced.remove(receiver.name());
-                let task = tokio::spawn(notify::deliver(
-                    Arc::new(receiver),
-                    Outbox {
-                        store: self.store.clone(),
-                        metrics: self.metrics.clone(),
-                        active: self.active.subscribe(),
-                    },
-                    wake.clone(),
-                    cancel.clone(),
-                    previous,
-                ));
-                running.insert(
-                    config.name.clone(),
-                    Delivering {
-                        config,
-                        wake,
-                        cancel,
-                        task,
-                    },
-                );
+                let previous = replaced.remove(receiver.name()).map(|old| old.task);
+                let outbox = Outbox {
+                    store: self.store.clone(),
+                    metrics: self.metrics.clone(),
+                    active: self.active.subscribe(),
+                };
+                let name = config.name.clone();
+                let delivering: Delivering = Running::spawn(config, wake.clone(), |cancel| {
+                    notify::deliver(Arc::new(receiver), outbox, wake, cancel, previous)
+                });
+                running.insert(name, delivering);
             }
         }
         // Notifications for receivers no longer in the file would wait forever.
@@ -304,7 +281,7 @@ impl Paging {
             .receivers
             .lock()
             .expect("receivers lock")
-            .keys()
+            .names()
             .cloned()
             .collect();
         let mut rows = Vec::new();
@@ -334,7 +311,8 @@ impl Paging {
             let receivers = self.receivers.lock().expect("receivers lock");
             for (r, _) in &rows {
                 if let Some(d) = receivers.get(r) {
-                    d.wake.notify_one();
+                    let wake = &d.shared;
+                    wake.notify_one();
                 }
             }
             for r in &configured {
@@ -357,8 +335,6 @@ impl Paging {
     }
 
     pub(super) fn stop(&self) {
-        for d in self.receivers.lock().expect("receivers lock").values() {
-            d.cancel.cancel();
-        }
+        self.receivers.lock().expect("receivers lock").cancel_all();
     }
 }
