@@ -22,7 +22,7 @@ use crate::store::{HistoryWriter, Latest, RunRecord};
 /// logged but not recorded, so it cannot bring back a deleted probe's series.
 pub(super) type Current = Arc<std::sync::RwLock<HashMap<String, Arc<ProbeIdentity>>>>;
 
-/// The single consumer of reports: metrics first, then the stores (latest, history,
+/// The single consumer of the scheduler's events: metrics first, then the stores (latest, history,
 /// alert state), then the log line.
 pub(super) async fn fan_out(
     mut rx: mpsc::Receiver<RunEvent>,
@@ -34,17 +34,17 @@ pub(super) async fn fan_out(
 ) {
     let mut history_seen = (u64::MAX, u64::MAX);
     loop {
-        let report = match rx.try_recv() {
-            Ok(report) => {
-                // A steady queue of reports that decide nothing (skipped ticks, runs of
+        let event = match rx.try_recv() {
+            Ok(event) => {
+                // A steady queue of events that decide nothing (skipped ticks, runs of
                 // replaced probes) must not hold back what is due.
                 if paging.next_due() == Some(Duration::ZERO) {
                     paging.settle(false);
                 }
-                report
+                event
             }
             Err(mpsc::error::TryRecvError::Empty) => {
-                // Nothing queued: wait for the next report, but no longer than until
+                // Nothing queued: wait for the next event, but no longer than until
                 // what paging holds back is due.
                 let next = match paging.next_due() {
                     Some(due) => match tokio::time::timeout(due, rx.recv()).await {
@@ -57,13 +57,13 @@ pub(super) async fn fan_out(
                     None => rx.recv().await,
                 };
                 match next {
-                    Some(report) => report,
+                    Some(event) => event,
                     None => break,
                 }
             }
             Err(mpsc::error::TryRecvError::Disconnected) => break,
         };
-        match report {
+        match event {
             RunEvent::Finished(outcome) => {
                 let is_current = current
                     .read()

@@ -1,7 +1,13 @@
 //! The running daemon: [`Agent`] wires the modules together. It owns the outcome
-//! channel, one scheduler task per probe, the fan-out loop ([`fanout`]), paging
-//! ([`paging`]), the remote_write pusher and the HTTP server; it applies reloads (build
-//! everything first, then swap) and drains runs in flight on shutdown.
+//! channel, one scheduler task per probe, the fan-out loop, paging, the remote_write
+//! pusher and the HTTP server; it applies reloads (build everything first, then swap)
+//! and drains runs in flight on shutdown.
+//!
+//! - mod.rs: `Agent`: start, apply (diff, build, swap), shutdown.
+//! - task.rs: the one handle on a task started from config (probe loops, the pusher,
+//!   delivery loops): compare the config, cancel the old task, start the new one, hand over.
+//! - fanout.rs: the single consumer of the scheduler's events, and `log_outcome`.
+//! - paging.rs: the alert state machine wired to the store and the delivery loops.
 //!
 //! The only module that wires siblings: it may import any of them, and none imports it.
 
@@ -54,13 +60,6 @@ pub fn build_probes(
         .iter()
         .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.clone(), e)))
         .collect()
-}
-
-/// What a probe's scheduler loop shares with the agent.
-struct ProbeLoop {
-    identity: Arc<ProbeIdentity>,
-    /// Set while a run is in flight; a changed probe's replacement takes it over.
-    busy: Arc<AtomicBool>,
 }
 
 /// What a reload changed.
@@ -215,6 +214,9 @@ impl Agent {
 
     /// Switches to `config`. Every new or changed probe and receiver is built first; if
     /// one cannot be built nothing changes. Unchanged probes keep running on their grid.
+    ///
+    /// The steps: `diff` against what runs, `build` what is new or changed, `swap` it
+    /// in, report what changed.
     pub fn apply(&mut self, config: &Config) -> Result<ReloadSummary, AgentError> {
         let diff = self.diff(config);
         let built = self.build(config, &diff.to_build)?;
@@ -292,7 +294,8 @@ impl Agent {
         })
     }
 
-    /// Puts what was built in place of what it replaces.
+    /// Puts what was built in place of what it replaces: stops the probes that changed
+    /// or went, tells everything that consumes outcomes, then starts the new loops.
     fn swap(&mut self, config: &Config, built: Built) {
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
@@ -337,14 +340,19 @@ impl Agent {
             u64::try_from(settle.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        // remote_write: started, replaced or stopped as the file says.
-        let remote_write = config.agent.remote_write.as_ref();
-        if !task::runs_as(self.push.as_ref(), remote_write) {
-            let previous = self.push.take().map(|old| old.stop().task);
-            self.push = remote_write
-                .zip(built.pusher)
-                .map(|(rw, pusher)| Running::spawn(rw.clone(), (), |cancel| pusher.run(cancel, previous)));
+        self.swap_pusher(config.agent.remote_write.as_ref(), built.pusher);
+    }
+
+    /// remote_write: started, replaced or stopped as the file says. A replacement starts
+    /// pushing once the old pusher has finished, so samples stay in time order.
+    fn swap_pusher(&mut self, wanted: Option<&RemoteWriteConfig>, pusher: Option<Pusher>) {
+        if task::runs_as(self.push.as_ref(), wanted) {
+            return;
         }
+        let previous = self.push.take().map(|old| old.stop().task);
+        self.push = wanted
+            .zip(pusher)
+            .map(|(rw, pusher)| Running::spawn(rw.clone(), (), |cancel| pusher.run(cancel, previous)));
     }
 
     fn start_probe(&mut self, probe: ReadyProbe, busy: Arc<AtomicBool>) {
@@ -424,6 +432,13 @@ fn default_api_base(addr: Option<SocketAddr>) -> String {
         }
     };
     format!("http://{host}:{}", addr.port())
+}
+
+/// What a probe's scheduler loop shares with the agent.
+struct ProbeLoop {
+    identity: Arc<ProbeIdentity>,
+    /// Set while a run is in flight; a changed probe's replacement takes it over.
+    busy: Arc<AtomicBool>,
 }
 
 /// What a reload changes, decided before anything is built.

@@ -130,3 +130,41 @@ impl<C: PartialEq, S> Tasks<C, S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task that runs until cancelled.
+    fn start(config: u32, shared: &'static str) -> Running<u32, &'static str> {
+        Running::spawn(config, shared, |cancel| async move { cancel.cancelled().await })
+    }
+
+    #[tokio::test]
+    async fn a_reload_stops_changed_and_removed_tasks_and_hands_them_over() {
+        let mut tasks = Tasks::default();
+        tasks.insert("same".into(), start(1, "same's"));
+        tasks.insert("changed".into(), start(1, "changed's"));
+        tasks.insert("removed".into(), start(1, "removed's"));
+        let wanted = HashMap::from([("same", 1), ("changed", 2)]);
+        let mut stopped = tasks.stop_unless(|name, r| wanted.get(name).is_some_and(|c| r.runs(c)));
+        assert_eq!(tasks.names().collect::<Vec<_>>(), ["same"]);
+        assert!(!tasks.get("same").unwrap().task.is_finished());
+        let changed = stopped.remove("changed").unwrap();
+        assert_eq!(changed.shared, "changed's");
+        // Cancelled: the task ends by itself, so a successor waiting for it goes on.
+        changed.task.await.unwrap();
+        stopped.remove("removed").unwrap().task.await.unwrap();
+        assert!(stopped.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_optional_task_runs_as_wanted_only_with_the_same_config() {
+        let running = start(1, "");
+        assert!(runs_as(Some(&running), Some(&1)));
+        assert!(!runs_as(Some(&running), Some(&2)));
+        assert!(!runs_as(Some(&running), None));
+        assert!(!runs_as::<u32, ()>(None, Some(&1)));
+        assert!(runs_as::<u32, ()>(None, None));
+    }
+}
