@@ -129,6 +129,27 @@ impl RunRecord {
     }
 }
 
+impl crate::stats::Run for RunRecord {
+    fn at(&self) -> SystemTime {
+        self.at
+    }
+    fn probe(&self) -> &str {
+        &self.probe
+    }
+    fn location(&self) -> &str {
+        &self.location
+    }
+    fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+    fn ttft(&self) -> Option<Duration> {
+        self.ttft
+    }
+    fn total(&self) -> Option<Duration> {
+        self.total
+    }
+}
+
 /// Messages are redacted where they enter the outcome, so a plain cut is enough here.
 fn shorten(s: &str) -> String {
     crate::human::shorten(s, MESSAGE_CHARS)

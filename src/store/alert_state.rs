@@ -1,5 +1,6 @@
-//! The durable store: one SQLite file in the data directory (`inferprobe.db`), holding
-//! alert state and the outbox of undelivered notifications, and later the run history.
+//! Alert state and the outbox of undelivered notifications, in the durable store: one
+//! SQLite file in the data directory (`inferprobe.db`), which [`Store::open`] creates and
+//! locks. The run history lives in the same file (history.rs).
 //!
 //! Why SQLite (rusqlite, compiled in): transactions make "save the alert state and
 //! enqueue its notifications" one atomic step, so a `kill -9` between the two cannot
