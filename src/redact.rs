@@ -59,6 +59,12 @@ impl SharedRedactor {
         SharedRedactor(Arc::new(RwLock::new(Arc::new(r))))
     }
 
+    /// Every secret of `config` ([`Redactor::for_config`]), shared: how a command or a
+    /// build starts.
+    pub fn for_config(config: &Config) -> Self {
+        SharedRedactor::new(Redactor::for_config(config))
+    }
+
     pub fn current(&self) -> Arc<Redactor> {
         match self.0.read() {
             Ok(r) => r.clone(),
