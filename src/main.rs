@@ -412,14 +412,6 @@ fn location_for_run(flag: Option<String>, config: &Config) -> Result<String, Str
     }
 }
 
-fn hostname() -> Option<String> {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-}
-
 fn exit_for(e: &AgentError) -> ExitCode {
     if e.is_config() {
         ExitCode::from(EXIT_BAD_CONFIG)
@@ -442,7 +434,10 @@ async fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
-    let shard = match shard.map(|s| Shard::parse(&s, hostname)).transpose() {
+    let shard = match shard
+        .map(|s| Shard::parse(&s, inferprobe::net::host_name))
+        .transpose()
+    {
         Ok(s) => s.unwrap_or(Shard::ALL),
         Err(e) => {
             eprintln!("error: --shard: {e}");
