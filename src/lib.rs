@@ -15,6 +15,7 @@
 
 pub mod alert;
 pub mod config;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod human;
