@@ -175,6 +175,30 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct ReportRequest {
+    /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
+    #[arg(long, default_value = "7d")]
+    since: String,
+    /// End of the period (default: now).
+    #[arg(long)]
+    until: Option<String>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
+    format: ReportFormat,
+    /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
+    /// The agent may be running.
+    #[arg(long, env = "INFERPROBE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Write the report here instead of standard output.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// The whole fleet instead: every agent and location, from the Prometheus server
+    /// at this URL that scrapes them (figures estimated from histogram buckets). The
+    /// local store is not read. `user:password@` in the URL is sent as basic auth.
+    #[arg(long, value_name = "URL")]
+    prometheus: Option<String>,
+}
+
 /// The agent's own port: how it is secured and what it lets clients hold.
 #[derive(clap::Args)]
 struct PortArgs {
@@ -580,28 +604,4 @@ fn reload(agent: &mut Agent, path: &Path, shard: Shard) {
             tracing::error!(error = %e, "Reload failed; keeping the running configuration.");
         }
     }
-}
-
-#[derive(clap::Args)]
-struct ReportRequest {
-    /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
-    #[arg(long, default_value = "7d")]
-    since: String,
-    /// End of the period (default: now).
-    #[arg(long)]
-    until: Option<String>,
-    #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
-    format: ReportFormat,
-    /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
-    /// The agent may be running.
-    #[arg(long, env = "INFERPROBE_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// Write the report here instead of standard output.
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// The whole fleet instead: every agent and location, from the Prometheus server
-    /// at this URL that scrapes them (figures estimated from histogram buckets). The
-    /// local store is not read. `user:password@` in the URL is sent as basic auth.
-    #[arg(long, value_name = "URL")]
-    prometheus: Option<String>,
 }

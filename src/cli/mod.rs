@@ -1,7 +1,8 @@
 //! The subcommands other than `run`, one module each, and what every subcommand shares:
 //! the exit code for a bad config, the defaults for the port and the data directory,
-//! binding a port, loading the config. May import the library and the command line's
-//! types in main.rs; the library never sees this.
+//! binding a port, loading the config. May import the library, and from main.rs the
+//! command line's types and `set_log_secrets` (the log subscriber lives there); the
+//! library never sees this.
 
 pub mod check;
 pub mod demo;
