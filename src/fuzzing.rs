@@ -1,5 +1,6 @@
 //! Entry points for the `cargo fuzz` targets in `fuzz/` (an external crate, so it sees
-//! only `pub` items). Not part of the API: hidden from the docs and not used by the binary.
+//! only `pub` items). Not part of the API: compiled only with `--features fuzzing`, which
+//! fuzz/Cargo.toml turns on; hidden from the docs and not used by the binary.
 //!
 //! Why a module of thin wrappers rather than making the parsers `pub`: the per-protocol
 //! parsers return `stream::EventFacts`, which lives in a private module and is an internal

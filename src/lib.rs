@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod alert;
 pub mod config;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod human;

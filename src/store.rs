@@ -20,6 +20,9 @@ use std::time::SystemTime;
 
 use crate::outcome::Outcome;
 
+/// The store's file in the data directory (the agent writes it, `report` reads it).
+pub const DB_FILE: &str = "inferprobe.db";
+
 #[derive(Debug, Default)]
 struct ProbeState {
     last: Option<Outcome>,

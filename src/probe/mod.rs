@@ -55,7 +55,7 @@ impl Default for BuildContext {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(transparent)]
-    Client(#[from] crate::net::BuildError),
+    Client(#[from] crate::net::TlsSetupError),
     #[error(transparent)]
     Image(#[from] ImageError),
 }

@@ -53,7 +53,7 @@ impl Endpoint {
         config: &ProbeConfig,
         roots: &TlsRoots,
         base: &[(http::HeaderName, &'static str)],
-    ) -> Result<Self, crate::net::BuildError> {
+    ) -> Result<Self, crate::net::TlsSetupError> {
         let mut headers = http::HeaderMap::new();
         headers.insert(
             http::header::USER_AGENT,

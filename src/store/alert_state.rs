@@ -115,7 +115,7 @@ impl Store {
         }
         let lock_path = dir.join("inferprobe.lock");
         locks.push(take_lock(dir, &lock_path, File::create(&lock_path))?);
-        let path = dir.join("inferprobe.db");
+        let path = dir.join(super::DB_FILE);
         let open_err = |source| StoreError::Open {
             path: path.clone(),
             source,
