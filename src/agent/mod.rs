@@ -417,14 +417,10 @@ impl Agent {
 /// is not set: the host name when listening on all addresses.
 fn default_api_base(addr: Option<SocketAddr>) -> String {
     let Some(addr) = addr else {
-        return "http://localhost:9464".into();
+        return format!("http://localhost:{}", crate::server::DEFAULT_PORT);
     };
     let host = if addr.ip().is_unspecified() {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .ok()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "localhost".into())
+        crate::net::host_name().unwrap_or_else(|| "localhost".into())
     } else {
         match addr {
             SocketAddr::V4(a) => a.ip().to_string(),

@@ -22,8 +22,7 @@ use inferprobe::config::{self, Config};
 /// Exit code for a bad config or flag (EX_USAGE).
 pub const EXIT_BAD_CONFIG: u8 = 64;
 
-/// The agent's port when neither `--listen` nor agent.listen says otherwise.
-pub const DEFAULT_PORT: u16 = 9464;
+pub use inferprobe::server::DEFAULT_PORT;
 
 /// Where the agent keeps its state when neither `--data-dir` nor agent.data_dir says.
 pub const DEFAULT_DATA_DIR: &str = "inferprobe-data";
