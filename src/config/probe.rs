@@ -1,0 +1,444 @@
+//! The checks every probe gets, whatever its kind: name, URL, model, schedule, timeouts,
+//! headers, `expect`, labels, limits, TLS, alerting and SLOs, into a [`ProbeConfig`].
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::alerting::{RawAlert, RawSlo};
+use super::check::{Checker, Defaults, fmt_duration, valid_label_value};
+use super::raw::RawProbe;
+use super::{
+    ANSWER_FINISH_REASONS, DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
+    Expect, Kind, MAX_RESPONSE_BYTES, Pattern, ProbeConfig, Schedule, Secret, TlsConfig,
+};
+
+impl Checker<'_> {
+    pub(super) fn check_probe(
+        &mut self,
+        raw: RawProbe,
+        prefix: &str,
+        defaults: Option<&Defaults>,
+        receivers: &[String],
+    ) -> Option<ProbeConfig> {
+        let errors_before = self.errors.len();
+        let name = raw.name.clone();
+        let p = Some(name.as_str());
+        let key = |k: &str| format!("{prefix}.{k}");
+
+        if !valid_label_value(&name) {
+            self.error(
+                p,
+                &key("name"),
+                "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+            );
+        }
+
+        let url = self.url(p, &key("url"), &raw.url);
+
+        let model = raw.model.filter(|m| !m.trim().is_empty());
+        if raw.kind.is_llm() && model.is_none() {
+            self.error(
+                p,
+                &key("model"),
+                format!("`model` is required for kind {}", raw.kind.as_str()),
+            );
+        }
+
+        // Schedule: interval or cron, never both.
+        let schedule = match (&raw.interval, &raw.schedule) {
+            (Some(_), Some(_)) => {
+                self.error(
+                    p,
+                    &key("schedule"),
+                    "set either `interval` or `schedule`, not both",
+                );
+                None
+            }
+            (None, Some(expr)) => match cron::Schedule::from_str(expr) {
+                Ok(s) => match cron_never_fires(&s, chrono::Utc::now()) {
+                    Some(why) => {
+                        self.error(p, &key("schedule"), format!("`{expr}` {why}"));
+                        None
+                    }
+                    None => Some(Schedule::Cron {
+                        expr: expr.clone(),
+                        schedule: Box::new(s),
+                    }),
+                },
+                Err(_) => {
+                    let fields = expr.split_whitespace().count();
+                    let hint = if fields == 5 {
+                        format!("5 fields; add a seconds field first, e.g. `0 {expr}`")
+                    } else {
+                        "6 or 7 fields, seconds first, e.g. `0/30 * * * * *`".to_owned()
+                    };
+                    self.error(
+                        p,
+                        &key("schedule"),
+                        format!("invalid cron expression `{expr}` ({hint})"),
+                    );
+                    None
+                }
+            },
+            (Some(s), None) => self.duration(p, &key("interval"), s).and_then(|d| {
+                if d < Duration::from_secs(1) {
+                    self.error(p, &key("interval"), "must be at least 1s");
+                    None
+                } else {
+                    Some(Schedule::Interval(d))
+                }
+            }),
+            (None, None) => Some(Schedule::Interval(
+                defaults.and_then(|d| d.interval).unwrap_or(DEFAULT_INTERVAL),
+            )),
+        };
+
+        // Timeouts: an explicit timeout longer than the interval is an error (runs would
+        // be skipped); an inherited one is clamped to the interval.
+        let interval = match &schedule {
+            Some(Schedule::Interval(d)) => Some(*d),
+            _ => None,
+        };
+        let timeout = match &raw.timeout {
+            Some(s) => self.duration(p, &key("timeout"), s).and_then(|t| match interval {
+                Some(i) if t > i => {
+                    self.error(
+                        p,
+                        &key("timeout"),
+                        format!(
+                            "{} is longer than the interval ({}); runs would overlap",
+                            fmt_duration(t),
+                            fmt_duration(i)
+                        ),
+                    );
+                    None
+                }
+                _ => Some(t),
+            }),
+            None => {
+                let t = defaults.and_then(|d| d.timeout).unwrap_or(DEFAULT_TIMEOUT);
+                Some(interval.map_or(t, |i| t.min(i)))
+            }
+        };
+        let first_token_timeout = match &raw.first_token_timeout {
+            Some(s) => self
+                .duration(p, &key("first_token_timeout"), s)
+                .and_then(|f| match timeout {
+                    Some(t) if f > t => {
+                        self.error(
+                            p,
+                            &key("first_token_timeout"),
+                            format!(
+                                "{} is longer than the timeout ({})",
+                                fmt_duration(f),
+                                fmt_duration(t)
+                            ),
+                        );
+                        None
+                    }
+                    _ => Some(f),
+                }),
+            None => {
+                let t = timeout.unwrap_or(DEFAULT_TIMEOUT);
+                Some(
+                    defaults
+                        .and_then(|d| d.first_token_timeout)
+                        .map_or(t, |f| f.min(t)),
+                )
+            }
+        };
+
+        // Headers: defaults first, the probe's own override by name (case-insensitive).
+        self.duplicate_headers(p, &key("headers"), &raw.headers);
+        let mut merged: BTreeMap<String, (String, String)> = BTreeMap::new();
+        if let Some(d) = defaults {
+            for (k, v) in &d.headers {
+                merged.insert(
+                    k.to_ascii_lowercase(),
+                    (format!("defaults.headers.{k}"), v.clone()),
+                );
+            }
+        }
+        for (k, v) in &raw.headers {
+            merged.insert(k.to_ascii_lowercase(), (key(&format!("headers.{k}")), v.clone()));
+        }
+        let mut headers = Vec::new();
+        for (name_lc, (path, template)) in merged {
+            let Ok(header) = http::HeaderName::from_str(&name_lc) else {
+                self.error(p, &path, "not a valid HTTP header name");
+                continue;
+            };
+            let Some(value) = self.substitute(p, &path, &template) else {
+                continue;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                // Do not echo the value: it may be a secret.
+                self.error(
+                    p,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                continue;
+            }
+            headers.push((header, Secret::new(value)));
+        }
+
+        let prompts = self.prompts(p, prefix, raw.kind, raw.prompts);
+
+        let max_tokens = raw
+            .max_tokens
+            .or(defaults.map(|d| d.max_tokens))
+            .unwrap_or(DEFAULT_MAX_TOKENS);
+        if !(1..=1_000_000).contains(&max_tokens) {
+            self.error(p, &key("max_tokens"), "must be between 1 and 1000000");
+        }
+
+        let method = match (&raw.method, raw.kind) {
+            (Some(_), k) if k.is_llm() => {
+                self.error(p, &key("method"), "only for kind http");
+                None
+            }
+            (Some(m), _) => match http::Method::from_str(&m.to_ascii_uppercase()) {
+                Ok(m) => Some(m),
+                Err(_) => {
+                    self.error(p, &key("method"), format!("`{m}` is not an HTTP method"));
+                    None
+                }
+            },
+            (None, _) => Some(if raw.body.is_some() {
+                http::Method::POST
+            } else {
+                http::Method::GET
+            }),
+        };
+        if raw.body.is_some() && raw.kind.is_llm() {
+            self.error(
+                p,
+                &key("body"),
+                "only for kind http (LLM kinds build their own body)",
+            );
+        }
+
+        let raw_expect = raw.expect.unwrap_or_default();
+        for s in &raw_expect.status {
+            if !(100..=599).contains(s) {
+                self.error(
+                    p,
+                    &key("expect.status"),
+                    format!("{s} is not an HTTP status code"),
+                );
+            }
+        }
+        if !raw.kind.is_llm() && raw_expect.min_output_tokens.is_some() {
+            self.error(p, &key("expect.min_output_tokens"), "only for LLM kinds");
+        }
+        let finish_reasons = ANSWER_FINISH_REASONS;
+        if !raw.kind.is_llm() && raw_expect.finish_reason.is_some() {
+            self.error(p, &key("expect.finish_reason"), "only for LLM kinds");
+        } else if let Some(bad) = raw_expect
+            .finish_reason
+            .iter()
+            .flatten()
+            .find(|r| !finish_reasons.contains(&r.as_str()))
+        {
+            self.error(
+                p,
+                &key("expect.finish_reason"),
+                format!(
+                    "{bad:?} is not a finish reason that carries an answer: one of {}",
+                    finish_reasons.join(", ")
+                ),
+            );
+        }
+        let expect = Expect {
+            status: raw_expect.status,
+            non_empty: raw_expect.non_empty.unwrap_or(raw.kind.is_llm()),
+            min_output_tokens: raw_expect
+                .min_output_tokens
+                .unwrap_or(if raw.kind.is_llm() { 1 } else { 0 }),
+            finish_reason: raw_expect.finish_reason.unwrap_or_default(),
+            contains: raw_expect.contains,
+            matches: raw_expect
+                .matches
+                .and_then(|source| match regex::Regex::new(&source) {
+                    Ok(regex) => Some(Pattern { source, regex }),
+                    Err(e) => {
+                        let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
+                        self.error(
+                            p,
+                            &key("expect.matches"),
+                            format!("not a valid regular expression: {first}"),
+                        );
+                        None
+                    }
+                }),
+            json: raw_expect.json.unwrap_or(false),
+            model: raw_expect.model.unwrap_or(false),
+            outputs: raw_expect.outputs.unwrap_or_default(),
+            output_shape: raw_expect.output_shape,
+            top_label: raw_expect.top_label.and_then(|v| match v {
+                serde_yaml::Value::String(s) => Some(s),
+                serde_yaml::Value::Number(n) => Some(n.to_string()),
+                serde_yaml::Value::Bool(b) => Some(b.to_string()),
+                _ => {
+                    self.error(p, &key("expect.top_label"), "must be a label or a number");
+                    None
+                }
+            }),
+        };
+        let only_kserve = [
+            ("outputs", !expect.outputs.is_empty()),
+            ("output_shape", expect.output_shape.is_some()),
+            ("top_label", expect.top_label.is_some()),
+        ];
+        for (name, set) in only_kserve {
+            if set && raw.kind != Kind::KserveV2 {
+                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
+            }
+        }
+        if expect.model && (!raw.kind.is_llm() || raw.kind == Kind::Tgi) {
+            self.error(
+                p,
+                &key("expect.model"),
+                "only for kinds whose responses name the model (not tgi, http, kserve_v2)",
+            );
+        }
+
+        let mut labels: BTreeMap<String, String> = defaults.map(|d| d.labels.clone()).unwrap_or_default();
+        labels.extend(raw.labels);
+        self.labels(p, prefix, &labels);
+
+        let max_response_bytes = raw
+            .max_response_bytes
+            .or(defaults.map(|d| d.max_response_bytes))
+            .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
+        if !(1024..=MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
+            self.error(
+                p,
+                &key("max_response_bytes"),
+                "must be between 1024 and 1073741824 (1 GiB)",
+            );
+        }
+
+        let tls = raw.tls.unwrap_or_default();
+        let ca_file = tls
+            .ca_file
+            .and_then(|f| self.existing_file(p, &key("tls.ca_file"), &f));
+        let insecure_skip_verify = tls.insecure_skip_verify.unwrap_or(false);
+        if insecure_skip_verify {
+            self.warn(
+                p,
+                &key("tls.insecure_skip_verify"),
+                "TLS certificates are not verified: expired, self-signed or wrong-host certificates will not fail this probe",
+            );
+        }
+
+        let images = raw.images.and_then(|i| self.images(p, prefix, raw.kind, i));
+        let input = self.tensor_input(p, prefix, raw.kind, raw.input, images.as_ref());
+        if raw.ready_check == Some(true)
+            && url
+                .as_ref()
+                .is_some_and(|u| !u.path().trim_end_matches('/').ends_with("/infer"))
+        {
+            self.error(
+                p,
+                &key("ready_check"),
+                "needs a url ending in /infer (the check asks .../ready)",
+            );
+        }
+        for (name, set) in [
+            ("ready_check", raw.ready_check.is_some()),
+            ("outputs", raw.outputs.is_some()),
+        ] {
+            if set && raw.kind != Kind::KserveV2 {
+                self.error(p, &key(name), "only for kind kserve_v2");
+            }
+        }
+        if raw.kind == Kind::Http && images.is_some() && raw.body.is_some() {
+            self.error(
+                p,
+                &key("body"),
+                "an http probe sends either `body` or `images`, not both",
+            );
+        }
+
+        let no_alert = RawAlert::default();
+        let raw_alert = raw
+            .alert
+            .unwrap_or_default()
+            .over(defaults.map_or(&no_alert, |d| &d.alert));
+        let alert = self.alert(p, prefix, raw_alert, receivers);
+        let no_slo = RawSlo::default();
+        let raw_slo = raw
+            .slo
+            .unwrap_or_default()
+            .over(defaults.map_or(&no_slo, |d| &d.slo));
+        let slo = self.slo(p, prefix, raw_slo);
+        if let Some(s) = &slo
+            && s.ttft_p95.is_some()
+            && !raw.kind.is_llm()
+        {
+            self.error(p, &key("slo.ttft_p95"), "only for LLM kinds; use total_p95");
+        }
+
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        Some(ProbeConfig {
+            name,
+            kind: raw.kind,
+            url: url?,
+            model,
+            schedule: schedule?,
+            timeout: timeout?,
+            first_token_timeout: first_token_timeout?,
+            headers,
+            prompts: prompts?,
+            max_tokens,
+            method: method?,
+            body: raw.body,
+            expect,
+            labels: labels.into_iter().collect(),
+            reuse_connections: raw
+                .reuse_connections
+                .or(defaults.map(|d| d.reuse_connections))
+                .unwrap_or(false),
+            max_response_bytes,
+            tls: TlsConfig {
+                ca_file,
+                server_name: tls.server_name,
+                insecure_skip_verify,
+            },
+            images,
+            input,
+            ready_check: raw.ready_check.unwrap_or(false),
+            outputs: raw.outputs.unwrap_or_default(),
+            alert: alert?,
+            slo: slo?,
+        })
+    }
+}
+
+/// A cron schedule must fire within this long: one that does not (`0 0 0 30 2 *`, 30
+/// February) is accepted by the cron grammar, and its probe would show NO DATA forever.
+pub(super) const CRON_HORIZON_DAYS: i64 = 5 * 366;
+
+/// Why a cron schedule is useless, if it is: no occurrence within [`CRON_HORIZON_DAYS`].
+pub(super) fn cron_never_fires(
+    schedule: &cron::Schedule,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<String> {
+    let horizon = now + chrono::TimeDelta::days(CRON_HORIZON_DAYS);
+    match schedule.after(&now).next() {
+        Some(t) if t <= horizon => None,
+        Some(t) => Some(format!(
+            "first fires on {}, more than 5 years from now; the probe would show no data until then",
+            t.format("%Y-%m-%d")
+        )),
+        None => Some(
+            "never fires: no date from now on matches it (30 February, a year gone by), so the probe would never run"
+                .to_owned(),
+        ),
+    }
+}
