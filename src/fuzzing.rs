@@ -2,7 +2,7 @@
 //! only `pub` items). Not part of the API: hidden from the docs and not used by the binary.
 //!
 //! Why a module of thin wrappers rather than making the parsers `pub`: the per-protocol
-//! parsers return `stream::EventFacts`, which lives in a private module and is an internal
+//! parsers return `generation::EventFacts`, which lives in a private module and is an internal
 //! contract between the parsers and the stream driver. Wrapping them here keeps those
 //! types crate-private; the fuzzers only need "did it panic, and did it succeed or fail".
 //! The framing decoders are already `pub` and are re-exported as they are. The HTTP

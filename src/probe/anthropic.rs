@@ -11,8 +11,9 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::endpoint;
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
@@ -172,7 +173,7 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
             let message = e
                 .error
                 .as_ref()
-                .and_then(|err| stream::json_error_message(&serde_json::json!({ "error": err })))
+                .and_then(|err| endpoint::json_error_message(&serde_json::json!({ "error": err })))
                 .unwrap_or_else(|| super::preview(&event.data));
             let kind = e
                 .error

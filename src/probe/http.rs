@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use std::sync::Arc;
 
-use super::stream::{self, Endpoint};
+use super::endpoint::{self, Endpoint};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{ProbeConfig, Upload};
@@ -85,11 +85,11 @@ impl Probe for HttpProbe {
         else {
             return obs;
         };
-        let result = stream::read_body(&mut response.body, MAX_KEPT_BODY, cx, &mut obs).await;
+        let result = endpoint::read_body(&mut response.body, MAX_KEPT_BODY, cx, &mut obs).await;
         obs.bytes_received = response.body.received();
         obs.result = result.and_then(|kept| {
             let text = String::from_utf8_lossy(&kept);
-            stream::check_output(&self.endpoint.expect, &text, obs.bytes_received > 0, None)
+            endpoint::check_output(&self.endpoint.expect, &text, obs.bytes_received > 0, None)
         });
         self.endpoint.redact(&mut obs);
         obs

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::stream::{self, Endpoint};
+use super::endpoint::{self, Endpoint};
 use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
 use crate::config::{Expect, ProbeConfig, TensorData, TensorInput};
 use crate::outcome::{Failure, FailureReason, Observation};
@@ -158,7 +158,7 @@ impl Probe for KserveProbe {
                 .open(ready, cx, &mut check, cx.deadline, FailureReason::TimeoutTotal)
                 .await;
             if let Some(mut response) = opened
-                && let Err(f) = stream::read_body(&mut response.body, 0, cx, &mut check).await
+                && let Err(f) = endpoint::read_body(&mut response.body, 0, cx, &mut check).await
             {
                 check.result = Err(f);
             }
@@ -200,7 +200,7 @@ impl KserveProbe {
         else {
             return obs;
         };
-        let body = match stream::read_body(&mut response.body, MAX_KEPT_RESPONSE, cx, &mut obs).await {
+        let body = match endpoint::read_body(&mut response.body, MAX_KEPT_RESPONSE, cx, &mut obs).await {
             Ok(b) => b,
             Err(f) => {
                 obs.result = Err(f);

@@ -7,12 +7,13 @@
 //! into an [`Outcome`]. Probes see only config, outcome, framing, net and payload.
 
 pub mod anthropic;
+mod endpoint;
 pub mod framing;
+mod generation;
 pub mod http;
 pub mod kserve_v2;
 pub mod ollama;
 pub mod openai;
-mod stream;
 pub mod tgi;
 
 use std::sync::Arc;

@@ -23,8 +23,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::endpoint;
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Kind, ProbeConfig};
@@ -292,7 +293,7 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
         )
     })?;
     if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
-        let message = stream::json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
+        let message = endpoint::json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
         return Err(Failure::new(
             FailureReason::StreamError,
             format!("in-band error: {message}"),
@@ -425,7 +426,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             ));
         }
         "error" => {
-            let message = stream::json_error_message(&v).unwrap_or_else(|| super::preview(data));
+            let message = endpoint::json_error_message(&v).unwrap_or_else(|| super::preview(data));
             return Err(Failure::new(
                 FailureReason::StreamError,
                 format!("in-band error: {message}"),
@@ -439,7 +440,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
 fn stream_error(raw: &str) -> Failure {
     let message = serde_json::from_str::<serde_json::Value>(raw)
         .ok()
-        .and_then(|v| stream::json_error_message(&v))
+        .and_then(|v| endpoint::json_error_message(&v))
         .unwrap_or_else(|| super::preview(raw));
     Failure::new(FailureReason::StreamError, format!("in-band error: {message}"))
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
