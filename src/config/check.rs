@@ -26,7 +26,7 @@ use super::{
 // ---------------------------------------------------------------------------------------
 // Validation.
 
-pub(super) struct Checker<'a> {
+pub(crate) struct Checker<'a> {
     pub(super) file: String,
     pub(super) base_dir: PathBuf,
     pub(super) text: &'a str,
@@ -59,7 +59,7 @@ impl Checker<'_> {
         self.index.get_or_insert_with(|| PositionIndex::build(text))
     }
 
-    pub(super) fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
         let position = self.index().locate(key);
         self.error_at(position, probe, key, message);
     }

@@ -188,7 +188,7 @@ pub enum TensorData {
 }
 
 impl Checker<'_> {
-    pub(super) fn tensor_input(
+    pub(crate) fn tensor_input(
         &mut self,
         probe: Option<&str>,
         prefix: &str,
@@ -319,7 +319,7 @@ impl Checker<'_> {
         })
     }
 
-    pub(super) fn images(
+    pub(crate) fn images(
         &mut self,
         probe: Option<&str>,
         prefix: &str,

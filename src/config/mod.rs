@@ -13,15 +13,18 @@
 //! that collects positioned problems, with the root, `agent` and `defaults` checks and
 //! the shared helpers; probe.rs the checks common to every probe; content.rs prompts,
 //! images and tensors; positions.rs the position index and suggestions; env.rs `${VAR}`;
-//! alerting.rs, remote_write.rs, url.rs, files.rs, nesting.rs as their names say.
-//! Imports no sibling module.
+//! alerting.rs, remote_write.rs, url.rs, files.rs, nesting.rs as their names say. The
+//! keys of one kind only are checked by that kind's own file (`probe/<kind>.rs`), which
+//! builds its part of [`ProbeConfig::spec`].
+//!
+//! Imports no sibling module but `probe::kinds` (the list of kinds, and the dispatch to
+//! their checks); the kinds' files import config, not the other way round.
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_yaml::Value;
 
 mod alerting;
@@ -30,7 +33,7 @@ pub use alerting::{
     ReceiverKind, Severity, Slo,
 };
 mod check;
-use check::Checker;
+pub(crate) use check::Checker;
 pub use check::valid_label_value;
 mod content;
 pub use content::{
@@ -45,11 +48,15 @@ mod positions;
 pub use positions::PositionIndex;
 use positions::{strip_location, suggest};
 mod probe;
+pub(crate) use probe::{Key, SpecKeys};
 mod raw;
 mod remote_write;
 pub use remote_write::RemoteWriteConfig;
 mod url;
 pub use url::{Url, UrlError, parse_url, to_uri};
+
+/// The kinds are listed with the probes they build (one file per kind).
+pub use crate::probe::kinds::{Kind, KindSpec};
 
 /// The default run interval: often enough to page within about 90 s (3 failures), rarely
 /// enough that a probe is a negligible load on the endpoint.
@@ -139,62 +146,6 @@ impl Default for HistoryConfig {
             retention: Duration::from_secs(30 * 86_400),
             max_disk_bytes: 1 << 30,
         }
-    }
-}
-
-/// The API a probe speaks. The YAML `kind:` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-pub enum Kind {
-    #[serde(rename = "openai_chat")]
-    OpenAiChat,
-    #[serde(rename = "openai_completions")]
-    OpenAiCompletions,
-    #[serde(rename = "openai_responses")]
-    OpenAiResponses,
-    #[serde(rename = "ollama")]
-    Ollama,
-    #[serde(rename = "tgi")]
-    Tgi,
-    #[serde(rename = "anthropic")]
-    Anthropic,
-    #[serde(rename = "kserve_v2")]
-    KserveV2,
-    #[serde(rename = "http")]
-    Http,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::OpenAiChat => "openai_chat",
-            Kind::OpenAiCompletions => "openai_completions",
-            Kind::OpenAiResponses => "openai_responses",
-            Kind::Ollama => "ollama",
-            Kind::Tgi => "tgi",
-            Kind::Anthropic => "anthropic",
-            Kind::KserveV2 => "kserve_v2",
-            Kind::Http => "http",
-        }
-    }
-
-    /// Kinds that stream generated tokens (and so have TTFT and prompts).
-    pub fn is_llm(self) -> bool {
-        !matches!(self, Kind::Http | Kind::KserveV2)
-    }
-}
-
-impl Kind {
-    /// Kinds whose requests can carry images.
-    pub fn takes_images(self) -> bool {
-        matches!(
-            self,
-            Kind::OpenAiChat
-                | Kind::OpenAiResponses
-                | Kind::Ollama
-                | Kind::Anthropic
-                | Kind::KserveV2
-                | Kind::Http
-        )
     }
 }
 
@@ -309,21 +260,15 @@ pub struct ProbeConfig {
     pub timeout: Duration,
     pub first_token_timeout: Duration,
     pub headers: Vec<(http::HeaderName, Secret)>,
-    pub prompts: Prompts,
-    pub max_tokens: u32,
-    pub method: http::Method,
-    pub body: Option<String>,
+    /// What the kind's own keys became (prompts, a body, a tensor, ...): one variant per
+    /// kind, each defined in the kind's file.
+    pub spec: KindSpec,
     pub expect: Expect,
     /// Sorted by key.
     pub labels: Vec<(String, String)>,
     pub reuse_connections: bool,
     pub max_response_bytes: u64,
     pub tls: TlsConfig,
-    pub images: Option<Images>,
-    /// `kserve_v2`: the tensor to send, check the model's readiness first, outputs to ask for.
-    pub input: Option<TensorInput>,
-    pub ready_check: bool,
-    pub outputs: Vec<String>,
     pub alert: AlertConfig,
     pub slo: Slo,
 }

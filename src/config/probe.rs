@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use super::alerting::{RawAlert, RawSlo};
 use super::check::{Checker, Defaults, fmt_duration, valid_label_value};
-use super::raw::RawProbe;
+use super::raw::{RawImages, RawInput, RawProbe};
 use super::{
     ANSWER_FINISH_REASONS, DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
-    Expect, Kind, MAX_RESPONSE_BYTES, Pattern, ProbeConfig, Schedule, Secret, TlsConfig,
+    Expect, Kind, MAX_RESPONSE_BYTES, Pattern, ProbeConfig, Prompts, Schedule, Secret, TlsConfig,
 };
+use crate::probe::kinds;
 
 impl Checker<'_> {
     pub(super) fn check_probe(
@@ -184,6 +185,10 @@ impl Checker<'_> {
             headers.push((header, Secret::new(value)));
         }
 
+        // Prompts and max_tokens are the LLM kinds' keys, handed to their check below, but
+        // checked here, in file order: `defaults.max_tokens` reaches every probe (an
+        // out-of-range value is an error wherever it lands), and a misplaced `prompts`
+        // reads before the problems found after it.
         let prompts = self.prompts(p, prefix, raw.kind, raw.prompts);
 
         let max_tokens = raw
@@ -192,32 +197,6 @@ impl Checker<'_> {
             .unwrap_or(DEFAULT_MAX_TOKENS);
         if !(1..=1_000_000).contains(&max_tokens) {
             self.error(p, &key("max_tokens"), "must be between 1 and 1000000");
-        }
-
-        let method = match (&raw.method, raw.kind) {
-            (Some(_), k) if k.is_llm() => {
-                self.error(p, &key("method"), "only for kind http");
-                None
-            }
-            (Some(m), _) => match http::Method::from_str(&m.to_ascii_uppercase()) {
-                Ok(m) => Some(m),
-                Err(_) => {
-                    self.error(p, &key("method"), format!("`{m}` is not an HTTP method"));
-                    None
-                }
-            },
-            (None, _) => Some(if raw.body.is_some() {
-                http::Method::POST
-            } else {
-                http::Method::GET
-            }),
-        };
-        if raw.body.is_some() && raw.kind.is_llm() {
-            self.error(
-                p,
-                &key("body"),
-                "only for kind http (LLM kinds build their own body)",
-            );
         }
 
         let raw_expect = raw.expect.unwrap_or_default();
@@ -334,34 +313,24 @@ impl Checker<'_> {
             );
         }
 
-        let images = raw.images.and_then(|i| self.images(p, prefix, raw.kind, i));
-        let input = self.tensor_input(p, prefix, raw.kind, raw.input, images.as_ref());
-        if raw.ready_check == Some(true)
-            && url
-                .as_ref()
-                .is_some_and(|u| !u.path().trim_end_matches('/').ends_with("/infer"))
-        {
-            self.error(
-                p,
-                &key("ready_check"),
-                "needs a url ending in /infer (the check asks .../ready)",
-            );
-        }
-        for (name, set) in [
-            ("ready_check", raw.ready_check.is_some()),
-            ("outputs", raw.outputs.is_some()),
-        ] {
-            if set && raw.kind != Kind::KserveV2 {
-                self.error(p, &key(name), "only for kind kserve_v2");
-            }
-        }
-        if raw.kind == Kind::Http && images.is_some() && raw.body.is_some() {
-            self.error(
-                p,
-                &key("body"),
-                "an http probe sends either `body` or `images`, not both",
-            );
-        }
+        // The kind's own keys, checked by the kind's own file (probe/kinds.rs dispatches).
+        let spec = kinds::check_spec(
+            self,
+            SpecKeys {
+                probe: p,
+                prefix,
+                kind: raw.kind,
+                url: url.as_ref(),
+                prompts,
+                max_tokens,
+                method: raw.method,
+                body: raw.body,
+                images: raw.images,
+                input: raw.input,
+                ready_check: raw.ready_check,
+                outputs: raw.outputs,
+            },
+        );
 
         let no_alert = RawAlert::default();
         let raw_alert = raw
@@ -394,10 +363,7 @@ impl Checker<'_> {
             timeout: timeout?,
             first_token_timeout: first_token_timeout?,
             headers,
-            prompts: prompts?,
-            max_tokens,
-            method: method?,
-            body: raw.body,
+            spec: spec?,
             expect,
             labels: labels.into_iter().collect(),
             reuse_connections: raw
@@ -410,13 +376,117 @@ impl Checker<'_> {
                 server_name: tls.server_name,
                 insecure_skip_verify,
             },
-            images,
-            input,
-            ready_check: raw.ready_check.unwrap_or(false),
-            outputs: raw.outputs.unwrap_or_default(),
             alert: alert?,
             slo: slo?,
         })
+    }
+}
+
+/// A probe's per-kind keys as written, and what their checks need: handed to the kind's
+/// own check (in the kind's file, dispatched by `probe/kinds.rs`), which takes the keys
+/// its kind uses and [refuses](SpecKeys::refuse) the others.
+pub(crate) struct SpecKeys<'a> {
+    pub probe: Option<&'a str>,
+    /// The probe's key path, `probes[i]`.
+    pub prefix: &'a str,
+    pub kind: Kind,
+    /// The probe's URL, if it was valid.
+    pub url: Option<&'a http::Uri>,
+    /// Already checked (see `check_probe`); `None` after an error, or for a kind that
+    /// does not take prompts.
+    pub prompts: Option<Prompts>,
+    /// Already checked (see `check_probe`).
+    pub max_tokens: u32,
+    pub method: Option<String>,
+    pub body: Option<String>,
+    pub images: Option<RawImages>,
+    pub input: Option<RawInput>,
+    pub ready_check: Option<bool>,
+    pub outputs: Option<Vec<String>>,
+}
+
+/// A per-kind key that some kinds do not take (see [`SpecKeys::refuse`]). Not here: images
+/// (whether a kind takes them is [`Kind::takes_images`]) and prompts (refused where they
+/// are checked, for kinds that are not [`Kind::is_llm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Key {
+    Method,
+    Body,
+    Input,
+    ReadyCheck,
+    Outputs,
+}
+
+impl SpecKeys<'_> {
+    fn key(&self, name: &str) -> String {
+        format!("{}.{name}", self.prefix)
+    }
+
+    /// Reports each of `keys` that the probe sets, as a key its kind does not take, with
+    /// the message naming the kinds that do. Always in the same order (that of the file
+    /// format's documentation), whatever the order of `keys`: errors at one position print
+    /// in the order they were found.
+    pub(crate) fn refuse(&self, cx: &mut Checker<'_>, keys: &[Key]) {
+        let p = self.probe;
+        if keys.contains(&Key::Method) && self.method.is_some() {
+            cx.error(p, &self.key("method"), "only for kind http");
+        }
+        if keys.contains(&Key::Body) && self.body.is_some() {
+            cx.error(
+                p,
+                &self.key("body"),
+                "only for kind http (LLM kinds build their own body)",
+            );
+        }
+        if keys.contains(&Key::Input) && self.input.is_some() {
+            cx.error(p, &self.key("input"), "only for kind kserve_v2");
+        }
+        if keys.contains(&Key::ReadyCheck) && self.ready_check.is_some() {
+            self.ready_check_url(cx);
+            cx.error(p, &self.key("ready_check"), "only for kind kserve_v2");
+        }
+        if keys.contains(&Key::Outputs) && self.outputs.is_some() {
+            cx.error(p, &self.key("outputs"), "only for kind kserve_v2");
+        }
+    }
+
+    /// `method`, for the kinds that send the user's request: an HTTP method, by default
+    /// POST when there is a body and GET otherwise.
+    pub(crate) fn method(&self, cx: &mut Checker<'_>) -> Option<http::Method> {
+        match &self.method {
+            Some(m) => match http::Method::from_str(&m.to_ascii_uppercase()) {
+                Ok(m) => Some(m),
+                Err(_) => {
+                    cx.error(
+                        self.probe,
+                        &self.key("method"),
+                        format!("`{m}` is not an HTTP method"),
+                    );
+                    None
+                }
+            },
+            None => Some(if self.body.is_some() {
+                http::Method::POST
+            } else {
+                http::Method::GET
+            }),
+        }
+    }
+
+    /// `ready_check: true` asks `.../ready` next to `.../infer`, so the URL must end in
+    /// `/infer` (said for every kind that sets it, before anything else about it).
+    pub(crate) fn ready_check_url(&self, cx: &mut Checker<'_>) {
+        if self.ready_check == Some(true)
+            && self
+                .url
+                .is_some_and(|u| !u.path().trim_end_matches('/').ends_with("/infer"))
+        {
+            cx.error(
+                self.probe,
+                &self.key("ready_check"),
+                "needs a url ending in /infer (the check asks .../ready)",
+            );
+        }
     }
 }
 

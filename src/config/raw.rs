@@ -81,7 +81,7 @@ pub(super) struct RawProbe {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawImages {
+pub(crate) struct RawImages {
     pub(super) builtin: Option<Vec<String>>,
     pub(super) files: Option<Vec<String>>,
     pub(super) per_run: Option<usize>,
@@ -92,7 +92,7 @@ pub(super) struct RawImages {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawPrompts {
+pub(crate) struct RawPrompts {
     pub(super) builtin: Option<Vec<PromptBucket>>,
     pub(super) inline: Option<Vec<String>>,
     pub(super) file: Option<String>,
@@ -117,7 +117,7 @@ pub(super) struct RawExpect {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawInput {
+pub(crate) struct RawInput {
     pub(super) name: String,
     pub(super) datatype: String,
     pub(super) shape: Vec<i64>,

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use super::endpoint::{Endpoint, check_output, timeout_failure};
 use super::framing::{Decoder, Event};
 use super::{BuildContext, BuildError, RunContext, RunLimits};
-use crate::config::{Expect, ProbeConfig};
+use crate::config::{Checker, Expect, Images, Key, ProbeConfig, Prompts, SpecKeys};
 use crate::net::{BodyError, BodyStream, ResponseStream};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
 use crate::payload::Prompt;
@@ -34,6 +34,36 @@ const MAX_KEPT_TEXT: usize = 64 * 1024;
 /// terminator; bounded so a proxy that holds the body open cannot hold the run.
 const BODY_END_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What an LLM kind's own keys become: the prompts to rotate, the output cap and the
+/// images to send. The `Spec` of every LLM kind (a kind with keys of its own would wrap
+/// it in a struct of its own).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationSpec {
+    pub prompts: Prompts,
+    pub max_tokens: u32,
+    pub images: Option<Images>,
+}
+
+impl GenerationSpec {
+    /// The check of an LLM kind's keys: `images` (if the kind takes them), with the
+    /// prompts and `max_tokens` checked before; a request of the user's (`method`,
+    /// `body`) and the `kserve_v2` keys are refused.
+    pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Self> {
+        keys.refuse(
+            cx,
+            &[Key::Method, Key::Body, Key::Input, Key::ReadyCheck, Key::Outputs],
+        );
+        let images = keys
+            .images
+            .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
+        Some(GenerationSpec {
+            prompts: keys.prompts?,
+            max_tokens: keys.max_tokens,
+            images,
+        })
+    }
+}
+
 /// What every generative (LLM) kind holds: where to send, which model, the output cap
 /// and the prompts to rotate.
 pub(crate) struct Generation {
@@ -47,18 +77,19 @@ pub(crate) struct Generation {
 impl Generation {
     pub fn build(
         config: &ProbeConfig,
+        spec: &GenerationSpec,
         cx: &BuildContext,
         base_headers: &[(http::HeaderName, &'static str)],
     ) -> Result<Self, BuildError> {
         Ok(Generation {
             endpoint: Endpoint::build(config, &cx.roots, base_headers)?,
             model: config.model.clone().unwrap_or_default(),
-            max_tokens: config.max_tokens,
-            prompts: PromptSet::new(&config.prompts),
-            images: config
+            max_tokens: spec.max_tokens,
+            prompts: PromptSet::new(&spec.prompts),
+            images: spec
                 .images
                 .as_ref()
-                .map(|spec| ImageSet::build(spec, &cx.images))
+                .map(|images| ImageSet::build(images, &cx.images))
                 .transpose()?,
         })
     }

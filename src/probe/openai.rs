@@ -25,10 +25,10 @@ use serde::{Deserialize, Serialize};
 
 use super::endpoint;
 use super::framing::Event;
-use super::generation::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Kind, ProbeConfig};
+use crate::config::{Checker, Kind, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{DataUrl, Image};
 
@@ -40,13 +40,22 @@ enum Api {
     Responses,
 }
 
+/// The three OpenAI kinds take the keys every LLM kind takes (prompts, `max_tokens`,
+/// images where [`Kind::takes_images`]), and no others.
+pub type Spec = GenerationSpec;
+
+/// Checks the keys of an `openai_*` probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
+
 pub struct OpenAiProbe {
     api: Api,
     generation: Generation,
 }
 
 impl OpenAiProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OpenAiProbe {
             api: match config.kind {
                 Kind::OpenAiChat => Api::Chat,
@@ -55,6 +64,7 @@ impl OpenAiProbe {
             },
             generation: Generation::build(
                 config,
+                spec,
                 cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
