@@ -9,7 +9,7 @@
 //! Steps 2 and 3 find the line and column of a key through [`PositionIndex`], built from
 //! the YAML event stream, so every message reads `FILE:LINE:COLUMN: probe "x": key: ...`.
 //!
-//! The rooms: raw.rs the serde shapes (step 2); check.rs the [`Checker`](check::Checker)
+//! The rooms: raw.rs the serde shapes (step 2); check.rs the `Checker`
 //! that collects positioned problems, with the root, `agent` and `defaults` checks and
 //! the shared helpers; probe.rs the checks common to every probe; content.rs prompts,
 //! images and tensors; positions.rs the position index and suggestions; env.rs `${VAR}`;
@@ -17,8 +17,10 @@
 //! keys of one kind only are checked by that kind's own file (`probe/<kind>.rs`), which
 //! builds its part of [`ProbeConfig::spec`].
 //!
-//! Imports no sibling module but `probe::kinds` (the list of kinds, and the dispatch to
-//! their checks); the kinds' files import config, not the other way round.
+//! Imports no sibling module but `probe::kinds`: [`Kind`] and [`KindSpec`] live with the
+//! probes, and probe.rs hands each probe's kind-specific keys to `kinds::check_spec`. The
+//! kinds' files in turn use the `Checker` and the raw keys from here:
+//! that pair of arrows between config and probe is the price of a kind being one file.
 
 use std::fmt;
 use std::net::SocketAddr;

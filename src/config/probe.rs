@@ -1,5 +1,13 @@
 //! The checks every probe gets, whatever its kind: name, URL, model, schedule, timeouts,
 //! headers, `expect`, labels, limits, TLS, alerting and SLOs, into a [`ProbeConfig`].
+//! The keys of some kinds only go, as [`SpecKeys`], to the kind's own check (through
+//! `probe::kinds::check_spec`), which makes [`ProbeConfig::spec`]; [`SpecKeys::refuse`]
+//! is how a kind turns away the keys it does not take, with the messages the file
+//! format has always given.
+//!
+//! Errors print sorted by position, and those at one position in the order they were
+//! found: moving a check moves its errors among those that share a position (a key
+//! that is absent is reported where its probe starts). Keep the order of the checks.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;

@@ -92,7 +92,7 @@ pub(crate) struct RawImages {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawPrompts {
+pub(super) struct RawPrompts {
     pub(super) builtin: Option<Vec<PromptBucket>>,
     pub(super) inline: Option<Vec<String>>,
     pub(super) file: Option<String>,

@@ -7,6 +7,10 @@
 //! ends the stream; errors after the stream started are `event: error`. Authentication
 //! is the user's `x-api-key` header; `anthropic-version` defaults to 2023-06-01 and can
 //! be overridden in `headers`.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, framing, generation.rs (the streaming driver) and endpoint.rs.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

@@ -50,7 +50,7 @@ impl Endpoint {
         }
         // Credentials in the URL (`https://user:pass@host/...`) are sent as Basic auth,
         // as curl and browsers do; an Authorization header in the config wins.
-        if let Some(basic) = super::basic_auth_from_url(&config.url)
+        if let Some(basic) = basic_auth_from_url(&config.url)
             && let Ok(mut v) = http::HeaderValue::from_str(&basic)
         {
             v.set_sensitive(true);
@@ -132,6 +132,22 @@ impl Endpoint {
             .await
             .then_some(response)
     }
+}
+
+/// `Basic <base64>` for credentials in a URL's userinfo, if it has any.
+fn basic_auth_from_url(url: &http::Uri) -> Option<String> {
+    use base64::Engine as _;
+    let (userinfo, _) = url.authority()?.as_str().rsplit_once('@')?;
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let pair = format!(
+        "{}:{}",
+        crate::redact::percent_decode(user),
+        crate::redact::percent_decode(password)
+    );
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    ))
 }
 
 /// Sends the request, recording phases into `obs`. On failure `obs.result` is set and

@@ -2,6 +2,10 @@
 //! anything else with a URL. Success is an accepted status (any 2xx unless
 //! `expect.status` lists others), a body read to its end within the cap, and the optional
 //! `expect.contains` text in it. TTFB is the response head; total is the last body byte.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload and endpoint.rs.
 
 use bytes::Bytes;
 

@@ -1,9 +1,21 @@
 //! THE closed list of probe kinds: the `kind:` values ([`Kind`]), what each kind's own
 //! keys become ([`KindSpec`]), the probe each builds ([`AnyProbe`]), and the dispatch
 //! from one to the next: check (config keys -> spec), build (spec -> probe), run, and
-//! the event parser the fuzz targets drive. No registry: adding a kind is its module
-//! (`probe/<kind>.rs`: its `Spec` and `check`, its probe and `build`, its request and
-//! event parser, its simulator dialect and tests) plus one line in each list below.
+//! the event parser the fuzz targets drive. No registry, no macro: plain enums and
+//! matches, so the compiler points at every list a new kind is missing from.
+//!
+//! Adding a kind:
+//! 1. `probe/<kind>.rs`: its `Spec` (an LLM kind takes `GenerationSpec`) and `check`
+//!    (the keys it takes; `SpecKeys::refuse` the per-kind keys it does not), its probe
+//!    and `build`, its request and event parser, the simulator's side of the protocol,
+//!    and golden tests; `pub mod <kind>;` in probe/mod.rs.
+//! 2. Here, one line in each list: [`Kind`] (with its YAML name), [`Kind::ALL`],
+//!    [`Kind::as_str`], [`Kind::is_llm`] / [`Kind::takes_images`] where they differ from
+//!    the default, [`KindSpec`], `check_spec`, [`AnyProbe`], [`AnyProbe::build`], its
+//!    `run`, and `event_parser` (streaming kinds).
+//! 3. Rules written per kind elsewhere, if they apply: `expect.model` and the kserve-only
+//!    `expect` keys (config/probe.rs), `images.detail` and `images.upload`
+//!    (config/content.rs).
 //!
 //! Imports the kinds' modules, and from config the raw keys and the Checker that
 //! positions their errors.

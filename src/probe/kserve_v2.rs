@@ -10,6 +10,10 @@
 //!
 //! With `ready_check`, the model's `/ready` endpoint is asked first and timed as its own
 //! phase; a model that is not ready fails the run before any inference is sent.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload and endpoint.rs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;

@@ -184,22 +184,6 @@ pub(crate) fn redactor_for(config: &ProbeConfig) -> Redactor {
     r
 }
 
-/// `Basic <base64>` for credentials in a URL's userinfo, if it has any.
-pub(crate) fn basic_auth_from_url(url: &::http::Uri) -> Option<String> {
-    use base64::Engine as _;
-    let (userinfo, _) = url.authority()?.as_str().rsplit_once('@')?;
-    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-    let pair = format!(
-        "{}:{}",
-        crate::redact::percent_decode(user),
-        crate::redact::percent_decode(password)
-    );
-    Some(format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,10 @@
 //! tokens) and the server's own durations in nanoseconds, which we export apart from our
 //! measurements. A mid-stream error is a line `{"error": "..."}` with no `done` field: a
 //! parser waiting for `done` would hang, so every line is checked for it first.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload, framing and generation.rs (the streaming driver).
 
 use std::sync::Arc;
 use std::time::Duration;

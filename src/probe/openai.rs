@@ -17,6 +17,10 @@
 //! `response.incomplete`, e.g. at `max_output_tokens`), failures as `response.failed` or
 //! an `error` event, and no `[DONE]` (tolerated after the terminal event, where the
 //! stream has already ended; before it, the answer was cut short).
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload, framing, generation.rs (the streaming driver) and endpoint.rs.
 
 use std::sync::Arc;
 

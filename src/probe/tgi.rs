@@ -5,6 +5,10 @@
 //! answer); the last event has non-null `details` (with `generated_tokens`) and
 //! `generated_text`, and there is no `[DONE]`; a mid-stream error is
 //! `data: {"error": "...", "error_type": "..."}`.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, framing and generation.rs (the streaming driver).
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
