@@ -29,7 +29,8 @@ use super::{anthropic, http, kserve_v2, ollama, openai, tgi};
 use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, Observation};
 
-/// The API a probe speaks. The YAML `kind:` values.
+/// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
+/// serde attribute and in [`Kind::as_str`]; a test checks they agree with [`Kind::ALL`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 pub enum Kind {
     #[serde(rename = "openai_chat")]
@@ -80,9 +81,7 @@ impl Kind {
     pub fn is_llm(self) -> bool {
         !matches!(self, Kind::Http | Kind::KserveV2)
     }
-}
 
-impl Kind {
     /// Kinds whose requests can carry images.
     pub fn takes_images(self) -> bool {
         matches!(
