@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::alerting::{RawAlert, RawSlo};
 use super::check::{Checker, Defaults, fmt_duration, valid_label_value};
-use super::raw::{RawImages, RawInput, RawProbe};
+use super::raw::{RawExpect, RawImages, RawInput, RawProbe, RawTls};
 use super::{
     ANSWER_FINISH_REASONS, DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
     Expect, Kind, MAX_RESPONSE_BYTES, Pattern, ProbeConfig, Prompts, Schedule, Secret, TlsConfig,
@@ -54,144 +54,18 @@ impl Checker<'_> {
             );
         }
 
-        // Schedule: interval or cron, never both.
-        let schedule = match (&raw.interval, &raw.schedule) {
-            (Some(_), Some(_)) => {
-                self.error(
-                    p,
-                    &key("schedule"),
-                    "set either `interval` or `schedule`, not both",
-                );
-                None
-            }
-            (None, Some(expr)) => match cron::Schedule::from_str(expr) {
-                Ok(s) => match cron_never_fires(&s, chrono::Utc::now()) {
-                    Some(why) => {
-                        self.error(p, &key("schedule"), format!("`{expr}` {why}"));
-                        None
-                    }
-                    None => Some(Schedule::Cron {
-                        expr: expr.clone(),
-                        schedule: Box::new(s),
-                    }),
-                },
-                Err(_) => {
-                    let fields = expr.split_whitespace().count();
-                    let hint = if fields == 5 {
-                        format!("5 fields; add a seconds field first, e.g. `0 {expr}`")
-                    } else {
-                        "6 or 7 fields, seconds first, e.g. `0/30 * * * * *`".to_owned()
-                    };
-                    self.error(
-                        p,
-                        &key("schedule"),
-                        format!("invalid cron expression `{expr}` ({hint})"),
-                    );
-                    None
-                }
-            },
-            (Some(s), None) => self.duration(p, &key("interval"), s).and_then(|d| {
-                if d < Duration::from_secs(1) {
-                    self.error(p, &key("interval"), "must be at least 1s");
-                    None
-                } else {
-                    Some(Schedule::Interval(d))
-                }
-            }),
-            (None, None) => Some(Schedule::Interval(
-                defaults.and_then(|d| d.interval).unwrap_or(DEFAULT_INTERVAL),
-            )),
-        };
+        let schedule = self.probe_schedule(p, prefix, &raw.interval, &raw.schedule, defaults);
 
-        // Timeouts: an explicit timeout longer than the interval is an error (runs would
-        // be skipped); an inherited one is clamped to the interval.
-        let interval = match &schedule {
-            Some(Schedule::Interval(d)) => Some(*d),
-            _ => None,
-        };
-        let timeout = match &raw.timeout {
-            Some(s) => self.duration(p, &key("timeout"), s).and_then(|t| match interval {
-                Some(i) if t > i => {
-                    self.error(
-                        p,
-                        &key("timeout"),
-                        format!(
-                            "{} is longer than the interval ({}); runs would overlap",
-                            fmt_duration(t),
-                            fmt_duration(i)
-                        ),
-                    );
-                    None
-                }
-                _ => Some(t),
-            }),
-            None => {
-                let t = defaults.and_then(|d| d.timeout).unwrap_or(DEFAULT_TIMEOUT);
-                Some(interval.map_or(t, |i| t.min(i)))
-            }
-        };
-        let first_token_timeout = match &raw.first_token_timeout {
-            Some(s) => self
-                .duration(p, &key("first_token_timeout"), s)
-                .and_then(|f| match timeout {
-                    Some(t) if f > t => {
-                        self.error(
-                            p,
-                            &key("first_token_timeout"),
-                            format!(
-                                "{} is longer than the timeout ({})",
-                                fmt_duration(f),
-                                fmt_duration(t)
-                            ),
-                        );
-                        None
-                    }
-                    _ => Some(f),
-                }),
-            None => {
-                let t = timeout.unwrap_or(DEFAULT_TIMEOUT);
-                Some(
-                    defaults
-                        .and_then(|d| d.first_token_timeout)
-                        .map_or(t, |f| f.min(t)),
-                )
-            }
-        };
+        let (timeout, first_token_timeout) = self.probe_timeouts(
+            p,
+            prefix,
+            &raw.timeout,
+            &raw.first_token_timeout,
+            defaults,
+            schedule.as_ref(),
+        );
 
-        // Headers: defaults first, the probe's own override by name (case-insensitive).
-        self.duplicate_headers(p, &key("headers"), &raw.headers);
-        let mut merged: BTreeMap<String, (String, String)> = BTreeMap::new();
-        if let Some(d) = defaults {
-            for (k, v) in &d.headers {
-                merged.insert(
-                    k.to_ascii_lowercase(),
-                    (format!("defaults.headers.{k}"), v.clone()),
-                );
-            }
-        }
-        for (k, v) in &raw.headers {
-            merged.insert(k.to_ascii_lowercase(), (key(&format!("headers.{k}")), v.clone()));
-        }
-        let mut headers = Vec::new();
-        for (name_lc, (path, template)) in merged {
-            let Ok(header) = http::HeaderName::from_str(&name_lc) else {
-                self.error(p, &path, "not a valid HTTP header name");
-                continue;
-            };
-            let Some(value) = self.substitute(p, &path, &template) else {
-                continue;
-            };
-            if http::HeaderValue::from_str(&value).is_err() {
-                // Do not echo the value: it may be a secret.
-                self.error(
-                    p,
-                    &path,
-                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
-                );
-                continue;
-            }
-            headers.push((header, Secret::new(value)));
-        }
+        let headers = self.probe_headers(p, prefix, &raw.headers, defaults);
 
         // Prompts and max_tokens are the LLM kinds' keys, handed to their check below, but
         // checked here, in file order: `defaults.max_tokens` reaches every probe (an
@@ -207,90 +81,7 @@ impl Checker<'_> {
             self.error(p, &key("max_tokens"), "must be between 1 and 1000000");
         }
 
-        let raw_expect = raw.expect.unwrap_or_default();
-        for s in &raw_expect.status {
-            if !(100..=599).contains(s) {
-                self.error(
-                    p,
-                    &key("expect.status"),
-                    format!("{s} is not an HTTP status code"),
-                );
-            }
-        }
-        if !raw.kind.is_llm() && raw_expect.min_output_tokens.is_some() {
-            self.error(p, &key("expect.min_output_tokens"), "only for LLM kinds");
-        }
-        let finish_reasons = ANSWER_FINISH_REASONS;
-        if !raw.kind.is_llm() && raw_expect.finish_reason.is_some() {
-            self.error(p, &key("expect.finish_reason"), "only for LLM kinds");
-        } else if let Some(bad) = raw_expect
-            .finish_reason
-            .iter()
-            .flatten()
-            .find(|r| !finish_reasons.contains(&r.as_str()))
-        {
-            self.error(
-                p,
-                &key("expect.finish_reason"),
-                format!(
-                    "{bad:?} is not a finish reason that carries an answer: one of {}",
-                    finish_reasons.join(", ")
-                ),
-            );
-        }
-        let expect = Expect {
-            status: raw_expect.status,
-            non_empty: raw_expect.non_empty.unwrap_or(raw.kind.is_llm()),
-            min_output_tokens: raw_expect
-                .min_output_tokens
-                .unwrap_or(if raw.kind.is_llm() { 1 } else { 0 }),
-            finish_reason: raw_expect.finish_reason.unwrap_or_default(),
-            contains: raw_expect.contains,
-            matches: raw_expect
-                .matches
-                .and_then(|source| match regex::Regex::new(&source) {
-                    Ok(regex) => Some(Pattern { source, regex }),
-                    Err(e) => {
-                        let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
-                        self.error(
-                            p,
-                            &key("expect.matches"),
-                            format!("not a valid regular expression: {first}"),
-                        );
-                        None
-                    }
-                }),
-            json: raw_expect.json.unwrap_or(false),
-            model: raw_expect.model.unwrap_or(false),
-            outputs: raw_expect.outputs.unwrap_or_default(),
-            output_shape: raw_expect.output_shape,
-            top_label: raw_expect.top_label.and_then(|v| match v {
-                serde_yaml::Value::String(s) => Some(s),
-                serde_yaml::Value::Number(n) => Some(n.to_string()),
-                serde_yaml::Value::Bool(b) => Some(b.to_string()),
-                _ => {
-                    self.error(p, &key("expect.top_label"), "must be a label or a number");
-                    None
-                }
-            }),
-        };
-        let only_kserve = [
-            ("outputs", !expect.outputs.is_empty()),
-            ("output_shape", expect.output_shape.is_some()),
-            ("top_label", expect.top_label.is_some()),
-        ];
-        for (name, set) in only_kserve {
-            if set && raw.kind != Kind::KserveV2 {
-                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
-            }
-        }
-        if expect.model && (!raw.kind.is_llm() || raw.kind == Kind::Tgi) {
-            self.error(
-                p,
-                &key("expect.model"),
-                "only for kinds whose responses name the model (not tgi, http, kserve_v2)",
-            );
-        }
+        let expect = self.probe_expect(p, prefix, raw.kind, raw.expect);
 
         let mut labels: BTreeMap<String, String> = defaults.map(|d| d.labels.clone()).unwrap_or_default();
         labels.extend(raw.labels);
@@ -308,18 +99,7 @@ impl Checker<'_> {
             );
         }
 
-        let tls = raw.tls.unwrap_or_default();
-        let ca_file = tls
-            .ca_file
-            .and_then(|f| self.existing_file(p, &key("tls.ca_file"), &f));
-        let insecure_skip_verify = tls.insecure_skip_verify.unwrap_or(false);
-        if insecure_skip_verify {
-            self.warn(
-                p,
-                &key("tls.insecure_skip_verify"),
-                "TLS certificates are not verified: expired, self-signed or wrong-host certificates will not fail this probe",
-            );
-        }
+        let tls = self.probe_tls(p, prefix, raw.tls);
 
         // The kind's own keys, checked by the kind's own file (probe/kinds.rs dispatches).
         let spec = kinds::check_spec(
@@ -379,14 +159,300 @@ impl Checker<'_> {
                 .or(defaults.map(|d| d.reuse_connections))
                 .unwrap_or(false),
             max_response_bytes,
-            tls: TlsConfig {
-                ca_file,
-                server_name: tls.server_name,
-                insecure_skip_verify,
-            },
+            tls,
             alert: alert?,
             slo: slo?,
         })
+    }
+
+    /// `interval` or `schedule` (cron), never both; the default interval otherwise.
+    fn probe_schedule(
+        &mut self,
+        p: Option<&str>,
+        prefix: &str,
+        raw_interval: &Option<String>,
+        raw_schedule: &Option<String>,
+        defaults: Option<&Defaults>,
+    ) -> Option<Schedule> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        match (raw_interval, raw_schedule) {
+            (Some(_), Some(_)) => {
+                self.error(
+                    p,
+                    &key("schedule"),
+                    "set either `interval` or `schedule`, not both",
+                );
+                None
+            }
+            (None, Some(expr)) => match cron::Schedule::from_str(expr) {
+                Ok(s) => match cron_never_fires(&s, chrono::Utc::now()) {
+                    Some(why) => {
+                        self.error(p, &key("schedule"), format!("`{expr}` {why}"));
+                        None
+                    }
+                    None => Some(Schedule::Cron {
+                        expr: expr.clone(),
+                        schedule: Box::new(s),
+                    }),
+                },
+                Err(_) => {
+                    let fields = expr.split_whitespace().count();
+                    let hint = if fields == 5 {
+                        format!("5 fields; add a seconds field first, e.g. `0 {expr}`")
+                    } else {
+                        "6 or 7 fields, seconds first, e.g. `0/30 * * * * *`".to_owned()
+                    };
+                    self.error(
+                        p,
+                        &key("schedule"),
+                        format!("invalid cron expression `{expr}` ({hint})"),
+                    );
+                    None
+                }
+            },
+            (Some(s), None) => self.duration(p, &key("interval"), s).and_then(|d| {
+                if d < Duration::from_secs(1) {
+                    self.error(p, &key("interval"), "must be at least 1s");
+                    None
+                } else {
+                    Some(Schedule::Interval(d))
+                }
+            }),
+            (None, None) => Some(Schedule::Interval(
+                defaults.and_then(|d| d.interval).unwrap_or(DEFAULT_INTERVAL),
+            )),
+        }
+    }
+
+    /// `timeout` and `first_token_timeout`: an explicit timeout longer than the interval
+    /// is an error (runs would be skipped); an inherited one is clamped to the interval.
+    fn probe_timeouts(
+        &mut self,
+        p: Option<&str>,
+        prefix: &str,
+        raw_timeout: &Option<String>,
+        raw_first_token_timeout: &Option<String>,
+        defaults: Option<&Defaults>,
+        schedule: Option<&Schedule>,
+    ) -> (Option<Duration>, Option<Duration>) {
+        let key = |k: &str| format!("{prefix}.{k}");
+        let interval = match schedule {
+            Some(Schedule::Interval(d)) => Some(*d),
+            _ => None,
+        };
+        let timeout = match raw_timeout {
+            Some(s) => self.duration(p, &key("timeout"), s).and_then(|t| match interval {
+                Some(i) if t > i => {
+                    self.error(
+                        p,
+                        &key("timeout"),
+                        format!(
+                            "{} is longer than the interval ({}); runs would overlap",
+                            fmt_duration(t),
+                            fmt_duration(i)
+                        ),
+                    );
+                    None
+                }
+                _ => Some(t),
+            }),
+            None => {
+                let t = defaults.and_then(|d| d.timeout).unwrap_or(DEFAULT_TIMEOUT);
+                Some(interval.map_or(t, |i| t.min(i)))
+            }
+        };
+        let first_token_timeout = match raw_first_token_timeout {
+            Some(s) => self
+                .duration(p, &key("first_token_timeout"), s)
+                .and_then(|f| match timeout {
+                    Some(t) if f > t => {
+                        self.error(
+                            p,
+                            &key("first_token_timeout"),
+                            format!(
+                                "{} is longer than the timeout ({})",
+                                fmt_duration(f),
+                                fmt_duration(t)
+                            ),
+                        );
+                        None
+                    }
+                    _ => Some(f),
+                }),
+            None => {
+                let t = timeout.unwrap_or(DEFAULT_TIMEOUT);
+                Some(
+                    defaults
+                        .and_then(|d| d.first_token_timeout)
+                        .map_or(t, |f| f.min(t)),
+                )
+            }
+        };
+        (timeout, first_token_timeout)
+    }
+
+    /// Headers: defaults first, the probe's own override by name (case-insensitive).
+    fn probe_headers(
+        &mut self,
+        p: Option<&str>,
+        prefix: &str,
+        raw_headers: &BTreeMap<String, String>,
+        defaults: Option<&Defaults>,
+    ) -> Vec<(http::HeaderName, Secret)> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        self.duplicate_headers(p, &key("headers"), raw_headers);
+        let mut merged: BTreeMap<String, (String, String)> = BTreeMap::new();
+        if let Some(d) = defaults {
+            for (k, v) in &d.headers {
+                merged.insert(
+                    k.to_ascii_lowercase(),
+                    (format!("defaults.headers.{k}"), v.clone()),
+                );
+            }
+        }
+        for (k, v) in raw_headers {
+            merged.insert(k.to_ascii_lowercase(), (key(&format!("headers.{k}")), v.clone()));
+        }
+        let mut headers = Vec::new();
+        for (name_lc, (path, template)) in merged {
+            let Ok(header) = http::HeaderName::from_str(&name_lc) else {
+                self.error(p, &path, "not a valid HTTP header name");
+                continue;
+            };
+            let Some(value) = self.substitute(p, &path, &template) else {
+                continue;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                // Do not echo the value: it may be a secret.
+                self.error(
+                    p,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                continue;
+            }
+            headers.push((header, Secret::new(value)));
+        }
+        headers
+    }
+
+    /// `expect`: what a run must show, beyond a complete response; some keys are only
+    /// for LLM kinds, some only for `kserve_v2`.
+    fn probe_expect(
+        &mut self,
+        p: Option<&str>,
+        prefix: &str,
+        kind: Kind,
+        raw_expect: Option<RawExpect>,
+    ) -> Expect {
+        let key = |k: &str| format!("{prefix}.{k}");
+        let raw_expect = raw_expect.unwrap_or_default();
+        for s in &raw_expect.status {
+            if !(100..=599).contains(s) {
+                self.error(
+                    p,
+                    &key("expect.status"),
+                    format!("{s} is not an HTTP status code"),
+                );
+            }
+        }
+        if !kind.is_llm() && raw_expect.min_output_tokens.is_some() {
+            self.error(p, &key("expect.min_output_tokens"), "only for LLM kinds");
+        }
+        let finish_reasons = ANSWER_FINISH_REASONS;
+        if !kind.is_llm() && raw_expect.finish_reason.is_some() {
+            self.error(p, &key("expect.finish_reason"), "only for LLM kinds");
+        } else if let Some(bad) = raw_expect
+            .finish_reason
+            .iter()
+            .flatten()
+            .find(|r| !finish_reasons.contains(&r.as_str()))
+        {
+            self.error(
+                p,
+                &key("expect.finish_reason"),
+                format!(
+                    "{bad:?} is not a finish reason that carries an answer: one of {}",
+                    finish_reasons.join(", ")
+                ),
+            );
+        }
+        let expect = Expect {
+            status: raw_expect.status,
+            non_empty: raw_expect.non_empty.unwrap_or(kind.is_llm()),
+            min_output_tokens: raw_expect
+                .min_output_tokens
+                .unwrap_or(if kind.is_llm() { 1 } else { 0 }),
+            finish_reason: raw_expect.finish_reason.unwrap_or_default(),
+            contains: raw_expect.contains,
+            matches: raw_expect
+                .matches
+                .and_then(|source| match regex::Regex::new(&source) {
+                    Ok(regex) => Some(Pattern { source, regex }),
+                    Err(e) => {
+                        let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
+                        self.error(
+                            p,
+                            &key("expect.matches"),
+                            format!("not a valid regular expression: {first}"),
+                        );
+                        None
+                    }
+                }),
+            json: raw_expect.json.unwrap_or(false),
+            model: raw_expect.model.unwrap_or(false),
+            outputs: raw_expect.outputs.unwrap_or_default(),
+            output_shape: raw_expect.output_shape,
+            top_label: raw_expect.top_label.and_then(|v| match v {
+                serde_yaml::Value::String(s) => Some(s),
+                serde_yaml::Value::Number(n) => Some(n.to_string()),
+                serde_yaml::Value::Bool(b) => Some(b.to_string()),
+                _ => {
+                    self.error(p, &key("expect.top_label"), "must be a label or a number");
+                    None
+                }
+            }),
+        };
+        let only_kserve = [
+            ("outputs", !expect.outputs.is_empty()),
+            ("output_shape", expect.output_shape.is_some()),
+            ("top_label", expect.top_label.is_some()),
+        ];
+        for (name, set) in only_kserve {
+            if set && kind != Kind::KserveV2 {
+                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
+            }
+        }
+        if expect.model && (!kind.is_llm() || kind == Kind::Tgi) {
+            self.error(
+                p,
+                &key("expect.model"),
+                "only for kinds whose responses name the model (not tgi, http, kserve_v2)",
+            );
+        }
+        expect
+    }
+
+    /// `tls`: a CA file that must be readable now, and a warning for skipped verification.
+    fn probe_tls(&mut self, p: Option<&str>, prefix: &str, raw_tls: Option<RawTls>) -> TlsConfig {
+        let key = |k: &str| format!("{prefix}.{k}");
+        let tls = raw_tls.unwrap_or_default();
+        let ca_file = tls
+            .ca_file
+            .and_then(|f| self.existing_file(p, &key("tls.ca_file"), &f));
+        let insecure_skip_verify = tls.insecure_skip_verify.unwrap_or(false);
+        if insecure_skip_verify {
+            self.warn(
+                p,
+                &key("tls.insecure_skip_verify"),
+                "TLS certificates are not verified: expired, self-signed or wrong-host certificates will not fail this probe",
+            );
+        }
+        TlsConfig {
+            ca_file,
+            server_name: tls.server_name,
+            insecure_skip_verify,
+        }
     }
 }
 
