@@ -586,3 +586,30 @@ pub(super) fn cron_never_fires(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Errors at one position print in the order the checks find them: here, where a
+    /// probe starts (a flow mapping's first key, and where absent keys are reported),
+    /// the kinds' own checks interleave with the common ones exactly as they always did.
+    #[test]
+    fn errors_at_one_position_keep_the_order_of_the_checks() {
+        let text = "defaults:\n  max_tokens: 0\n  labels: {kind: x}\nprobes:\n  - {prompts: {builtin: [short]}, name: a, kind: kserve_v2, url: \"http://h/v2/models/m/infer\"}\n  - {images: {files: []}, name: b, kind: http, url: \"http://h/x\", ready_check: true}\n";
+        let errors = super::super::parse(text, std::path::Path::new("t.yaml"), &|_| None).unwrap_err();
+        let lines: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "t.yaml:5:6: probe \"a\": probes[0].prompts: only for LLM kinds; use `body` for http",
+                "t.yaml:5:6: probe \"a\": probes[0].max_tokens: must be between 1 and 1000000",
+                "t.yaml:5:6: probe \"a\": probes[0].labels.kind: `kind` is set by inferprobe itself; choose another name",
+                "t.yaml:5:6: probe \"a\": probes[0].input: kind kserve_v2 needs an `input` tensor",
+                "t.yaml:6:6: probe \"b\": probes[1].max_tokens: must be between 1 and 1000000",
+                "t.yaml:6:6: probe \"b\": probes[1].labels.kind: `kind` is set by inferprobe itself; choose another name",
+                "t.yaml:6:6: probe \"b\": probes[1].images: an empty list of images",
+                "t.yaml:6:80: probe \"b\": probes[1].ready_check: needs a url ending in /infer (the check asks .../ready)",
+                "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kind kserve_v2",
+            ]
+        );
+    }
+}
