@@ -2,6 +2,7 @@
 //! streamed events with the kind's parser up to the protocol's terminator, times every
 //! content event, and checks that the answer is complete and meets `expect`. A kind's
 //! file only says how its protocol looks ([`Protocol`], a request, an event parser).
+//! [`GenerationSpec`] is what every LLM kind's config keys become, and its check.
 //!
 //! Event timestamps are taken when the read that completed the event returns (before any
 //! JSON parsing), so events completed by one read share a timestamp.
