@@ -79,7 +79,7 @@ pub enum AgentError {
     #[error(transparent)]
     Receiver(#[from] ReceiverError),
     #[error("agent.remote_write: {0}")]
-    RemoteWrite(BuildError),
+    RemoteWrite(crate::net::TlsSetupError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

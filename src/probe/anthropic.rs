@@ -7,26 +7,41 @@
 //! ends the stream; errors after the stream started are `event: error`. Authentication
 //! is the user's `x-api-key` header; `anthropic-version` defaults to 2023-06-01 and can
 //! be overridden in `headers`.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, framing, generation.rs (the streaming driver) and endpoint.rs.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::endpoint;
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::ProbeConfig;
+use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
+
+/// `anthropic` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
+/// others.
+pub type Spec = GenerationSpec;
+
+/// Checks the `anthropic` keys of a probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
 
 pub struct AnthropicProbe {
     generation: Generation,
 }
 
 impl AnthropicProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(AnthropicProbe {
             generation: Generation::build(
                 config,
+                spec,
                 cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
@@ -172,7 +187,7 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
             let message = e
                 .error
                 .as_ref()
-                .and_then(|err| stream::json_error_message(&serde_json::json!({ "error": err })))
+                .and_then(|err| endpoint::json_error_message(&serde_json::json!({ "error": err })))
                 .unwrap_or_else(|| super::preview(&event.data));
             let kind = e
                 .error

@@ -6,6 +6,10 @@
 //! tokens) and the server's own durations in nanoseconds, which we export apart from our
 //! measurements. A mid-stream error is a line `{"error": "..."}` with no `done` field: a
 //! parser waiting for `done` would hang, so every line is checked for it first.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload, framing and generation.rs (the streaming driver).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,12 +18,21 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::ProbeConfig;
+use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::Image;
+
+/// `ollama` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
+/// others.
+pub type Spec = GenerationSpec;
+
+/// Checks the `ollama` keys of a probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
 
 pub struct OllamaProbe {
     generation: Generation,
@@ -28,9 +41,14 @@ pub struct OllamaProbe {
 }
 
 impl OllamaProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OllamaProbe {
-            generation: Generation::build(config, cx, &[(http::header::CONTENT_TYPE, "application/json")])?,
+            generation: Generation::build(
+                config,
+                spec,
+                cx,
+                &[(http::header::CONTENT_TYPE, "application/json")],
+            )?,
             generate: config.url.path().trim_end_matches('/').ends_with("/api/generate"),
         })
     }

@@ -17,17 +17,22 @@
 //! `response.incomplete`, e.g. at `max_output_tokens`), failures as `response.failed` or
 //! an `error` event, and no `[DONE]` (tolerated after the terminal event, where the
 //! stream has already ended; before it, the answer was cut short).
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload, framing, generation.rs (the streaming driver) and endpoint.rs.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::endpoint;
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Kind, ProbeConfig};
+use crate::config::{Checker, Kind, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{DataUrl, Image};
 
@@ -39,13 +44,22 @@ enum Api {
     Responses,
 }
 
+/// The three OpenAI kinds take the keys every LLM kind takes (prompts, `max_tokens`,
+/// images where [`Kind::takes_images`]), and no others.
+pub type Spec = GenerationSpec;
+
+/// Checks the keys of an `openai_*` probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
+
 pub struct OpenAiProbe {
     api: Api,
     generation: Generation,
 }
 
 impl OpenAiProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OpenAiProbe {
             api: match config.kind {
                 Kind::OpenAiChat => Api::Chat,
@@ -54,6 +68,7 @@ impl OpenAiProbe {
             },
             generation: Generation::build(
                 config,
+                spec,
                 cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
@@ -292,7 +307,7 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
         )
     })?;
     if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
-        let message = stream::json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
+        let message = endpoint::json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
         return Err(Failure::new(
             FailureReason::StreamError,
             format!("in-band error: {message}"),
@@ -425,7 +440,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             ));
         }
         "error" => {
-            let message = stream::json_error_message(&v).unwrap_or_else(|| super::preview(data));
+            let message = endpoint::json_error_message(&v).unwrap_or_else(|| super::preview(data));
             return Err(Failure::new(
                 FailureReason::StreamError,
                 format!("in-band error: {message}"),
@@ -439,7 +454,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
 fn stream_error(raw: &str) -> Failure {
     let message = serde_json::from_str::<serde_json::Value>(raw)
         .ok()
-        .and_then(|v| stream::json_error_message(&v))
+        .and_then(|v| endpoint::json_error_message(&v))
         .unwrap_or_else(|| super::preview(raw));
     Failure::new(FailureReason::StreamError, format!("in-band error: {message}"))
 }

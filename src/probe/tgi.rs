@@ -5,26 +5,40 @@
 //! answer); the last event has non-null `details` (with `generated_tokens`) and
 //! `generated_text`, and there is no `[DONE]`; a mid-stream error is
 //! `data: {"error": "...", "error_type": "..."}`.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, framing and generation.rs (the streaming driver).
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::ProbeConfig;
+use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
+
+/// `tgi` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
+/// others.
+pub type Spec = GenerationSpec;
+
+/// Checks the `tgi` keys of a probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
 
 pub struct TgiProbe {
     generation: Generation,
 }
 
 impl TgiProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(TgiProbe {
             generation: Generation::build(
                 config,
+                spec,
                 cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
