@@ -19,7 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RemoteWriteConfig;
 use crate::metrics::Metrics;
-use crate::net::{TlsRoots, TlsSetupError, backoff, control_plane_client, describe_error, read_capped, retry_after};
+use crate::net::{
+    TlsRoots, TlsSetupError, backoff, control_plane_client, describe_error, read_capped, retry_after,
+};
 use crate::redact::SharedRedactor;
 
 /// The remote_write 1.0 messages (prometheus/prompb types.proto and remote.proto),

@@ -1,7 +1,7 @@
 //! THE closed list of probe kinds: the `kind:` values ([`Kind`]), what each kind's own
 //! keys become ([`KindSpec`]), the probe each builds ([`AnyProbe`]), and the dispatch
-//! from one to the next: check (config keys -> spec), build (spec -> probe), run, and
-//! the event parser the fuzz targets drive. No registry, no macro: plain enums and
+//! from one to the next: check (config keys -> spec), build (spec -> probe), run, the
+//! simulator's dialects and the event parser the fuzz targets drive. No registry, no macro: plain enums and
 //! matches, so the compiler points at every list a new kind is missing from.
 //!
 //! Adding a kind:
@@ -11,14 +11,14 @@
 //!    and golden tests; `pub mod <kind>;` in probe/mod.rs.
 //! 2. Here, one line in each list: [`Kind`] (with its YAML name), [`Kind::ALL`],
 //!    [`Kind::as_str`], [`Kind::is_llm`] / [`Kind::takes_images`] where they differ from
-//!    the default, [`KindSpec`], `check_spec`, [`AnyProbe`], [`AnyProbe::build`], its
-//!    `run`, and `event_parser` (streaming kinds).
+//!    the default, `Kind::dialects` (streaming kinds), [`KindSpec`], `check_spec`,
+//!    [`AnyProbe`], [`AnyProbe::build`], its `run`, and `event_parser` (streaming kinds).
 //! 3. Rules written per kind elsewhere, if they apply: `expect.model` and the kserve-only
 //!    `expect` keys (config/probe.rs), `images.detail` and `images.upload`
 //!    (config/content.rs).
 //!
-//! Imports the kinds' modules, and from config the raw keys and the Checker that
-//! positions their errors.
+//! Imports the kinds' modules, from config the raw keys and the Checker that positions
+//! their errors, and the simulator's `Dialect` trait.
 
 use serde::Deserialize;
 
@@ -28,6 +28,7 @@ use super::{BuildContext, BuildError, Probe, RunLimits};
 use super::{anthropic, http, kserve_v2, ollama, openai, tgi};
 use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, Observation};
+use crate::simulate::Dialect;
 
 /// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
 /// serde attribute and in [`Kind::as_str`]; a test checks they agree with [`Kind::ALL`]).
@@ -80,6 +81,21 @@ impl Kind {
     /// Kinds that stream generated tokens (and so have TTFT and prompts).
     pub fn is_llm(self) -> bool {
         !matches!(self, Kind::Http | Kind::KserveV2)
+    }
+
+    /// What the simulator speaks for this kind, found by route: the dialects written in
+    /// the kind's file (Ollama serves two routes; whole-body kinds are answered by the
+    /// simulator's own code).
+    pub(crate) fn dialects(self) -> &'static [&'static dyn Dialect] {
+        match self {
+            Kind::OpenAiChat => &[&openai::simulator::Chat],
+            Kind::OpenAiCompletions => &[&openai::simulator::Completions],
+            Kind::OpenAiResponses => &[&openai::simulator::Responses],
+            Kind::Ollama => &[&ollama::simulator::Chat, &ollama::simulator::Generate],
+            Kind::Tgi => &[&tgi::simulator::GenerateStream],
+            Kind::Anthropic => &[&anthropic::simulator::Messages],
+            Kind::KserveV2 | Kind::Http => &[],
+        }
     }
 
     /// Kinds whose requests can carry images.

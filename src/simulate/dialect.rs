@@ -5,11 +5,11 @@
 //! simulator's side of this protocol."), next to the parser that reads the same messages,
 //! so one file holds both sides of a protocol. The stream's timing and faults are the
 //! simulator's (stream.rs); a dialect only says what the messages look like.
-//! May import: the kinds' dialect structs.
+//! May import: the list of kinds (probe/kinds.rs), which names each kind's dialects.
 
 use std::time::Duration;
 
-use crate::probe::{anthropic, ollama, openai, tgi};
+use crate::probe::kinds::Kind;
 
 /// One streaming protocol, as the simulator writes it. Messages come back already framed
 /// (by [`Reply::frame`]): the stream code puts each in its own HTTP chunk.
@@ -56,22 +56,16 @@ pub trait Dialect: Sync {
     }
 }
 
-/// Every dialect the simulator serves.
-// The lead folds this list into src/probe/kinds.rs (the closed list of kinds), so that
-// adding a kind is one line there.
-pub(crate) const DIALECTS: &[&dyn Dialect] = &[
-    &openai::simulator::Chat,
-    &openai::simulator::Completions,
-    &openai::simulator::Responses,
-    &anthropic::simulator::Messages,
-    &ollama::simulator::Chat,
-    &ollama::simulator::Generate,
-    &tgi::simulator::GenerateStream,
-];
+/// Every dialect the simulator serves: each kind's, from the list of kinds.
+fn all() -> impl Iterator<Item = &'static dyn Dialect> {
+    Kind::ALL
+        .into_iter()
+        .flat_map(|kind| kind.dialects().iter().copied())
+}
 
 /// The dialect served on `path`.
 pub(super) fn for_path(path: &str) -> Option<&'static dyn Dialect> {
-    DIALECTS.iter().copied().find(|d| d.route() == path)
+    all().find(|d| d.route() == path)
 }
 
 /// The output cap, wherever this protocol puts it.
@@ -114,10 +108,12 @@ mod tests {
 
     #[test]
     fn each_route_has_one_dialect() {
-        let mut routes: Vec<&str> = DIALECTS.iter().map(|d| d.route()).collect();
+        let mut routes: Vec<&str> = all().map(|d| d.route()).collect();
+        let dialects = routes.len();
+        assert_eq!(dialects, 7);
         routes.sort();
         routes.dedup();
-        assert_eq!(routes.len(), DIALECTS.len());
+        assert_eq!(routes.len(), dialects);
         assert_eq!(for_path("/api/generate").map(|d| d.ndjson()), Some(true));
         assert!(for_path("/v1/models").is_none());
     }

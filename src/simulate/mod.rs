@@ -20,7 +20,7 @@
 //! code (shared with the tests' fake servers); `dialect` the [`Dialect`] trait that each
 //! streaming kind implements in its own file (src/probe/<kind>.rs) and the list of them;
 //! `stream` a streamed answer with its timing and faults; `answers` the non-streaming
-//! ones. May import: the kinds' dialect structs (in `dialect` only); the prober never
+//! ones. May import: the list of kinds, for their dialects (in `dialect` only); the prober never
 //! imports the simulator, except the trait its kinds implement.
 
 mod answers;
