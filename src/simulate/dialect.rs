@@ -110,10 +110,10 @@ mod tests {
     fn each_route_has_one_dialect() {
         let mut routes: Vec<&str> = all().map(|d| d.route()).collect();
         let dialects = routes.len();
-        assert_eq!(dialects, 7);
         routes.sort();
         routes.dedup();
         assert_eq!(routes.len(), dialects);
+        assert!(routes.contains(&"/v1/chat/completions") && routes.contains(&"/generate_stream"));
         assert_eq!(for_path("/api/generate").map(|d| d.ndjson()), Some(true));
         assert!(for_path("/v1/models").is_none());
     }
