@@ -35,4 +35,4 @@ pub mod simulate;
 pub mod stats;
 pub mod store;
 
-pub use agent::{Agent, AgentError, AgentSettings, ReloadSummary, build_probes, log_outcome};
+pub use agent::{Agent, AgentError, AgentSettings, ReloadSummary};

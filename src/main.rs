@@ -1,4 +1,4 @@
-//! The command line (clap), logging, and `run`, which reads as the daemon's lifecycle:
+//! The command line (clap) and `run`, which reads as the daemon's lifecycle:
 //! config, bind, start, wait for a signal (HUP reloads, INT/TERM stop), drain. Every
 //! other subcommand is a module of `cli/`. The binary (this file and `cli/`) is the
 //! only place that knows exit codes: 0 ok, 1 a run failed or start-up failed, 64 a bad
@@ -16,13 +16,12 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio::signal::unix::{SignalKind, signal};
 
 use inferprobe::config::{self, Config, Severity};
-use inferprobe::human::printable;
-use inferprobe::redact::SharedRedactor;
 use inferprobe::schedule::Shard;
 use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
 use inferprobe::simulate::Script;
 use inferprobe::{Agent, AgentError, AgentSettings};
 
+use cli::logging::{LogFormat, init_logging, set_log_secrets};
 use cli::{DEFAULT_DATA_DIR, DEFAULT_PORT, EXIT_BAD_CONFIG, bind_or_exit, load_or_report, log_warnings};
 
 #[derive(Parser)]
@@ -40,12 +39,6 @@ struct Cli {
     log_level: String,
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -322,102 +315,6 @@ fn main() -> ExitCode {
             } => cli::demo::run(listen, sim_listen, data_dir, port).await,
         }
     })
-}
-
-fn init_logging(format: LogFormat, filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only for a person at a terminal: a journal or a file gets plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(|| RedactingStderr(Vec::new()));
-    match format {
-        LogFormat::Text => builder.fmt_fields(PrintableFields).init(),
-        // serde escapes control characters in JSON strings.
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
-}
-
-/// Text log fields as tracing prints them (`message key=value ...`, the `log.*`
-/// fields of bridged `log` records left out), each value made printable: a server's
-/// words in a field cannot recolour the terminal, erase the log or fake a log line.
-struct PrintableFields;
-
-impl<'w> tracing_subscriber::fmt::FormatFields<'w> for PrintableFields {
-    fn format_fields<R: tracing_subscriber::field::RecordFields>(
-        &self,
-        writer: tracing_subscriber::fmt::format::Writer<'w>,
-        fields: R,
-    ) -> std::fmt::Result {
-        let mut visitor = PrintableVisitor {
-            writer,
-            result: Ok(()),
-            first: true,
-        };
-        fields.record(&mut visitor);
-        visitor.result
-    }
-}
-
-struct PrintableVisitor<'w> {
-    writer: tracing_subscriber::fmt::format::Writer<'w>,
-    result: std::fmt::Result,
-    first: bool,
-}
-
-impl tracing::field::Visit for PrintableVisitor<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if self.result.is_err() || field.name().starts_with("log.") {
-            return;
-        }
-        let value = printable(&format!("{value:?}"));
-        let sep = if std::mem::take(&mut self.first) { "" } else { " " };
-        self.result = if field.name() == "message" {
-            write!(self.writer, "{sep}{value}")
-        } else {
-            write!(self.writer, "{sep}{}={value}", field.name())
-        };
-    }
-}
-
-/// The secrets of the config last loaded, removed from every log line: our fields are
-/// cleaned where server words enter, but a dependency's debug line (the HTTP client
-/// naming the host it connects to) may show a `${VAR}` host too. Process-wide because
-/// the log subscriber it serves is.
-static LOG_SECRETS: std::sync::RwLock<Option<SharedRedactor>> = std::sync::RwLock::new(None);
-
-fn set_log_secrets(config: &Config) {
-    if let Ok(mut s) = LOG_SECRETS.write() {
-        *s = Some(SharedRedactor::for_config(config));
-    }
-}
-
-/// One log line, written to stderr redacted when it is complete (tracing writes each
-/// event through a fresh writer and drops it).
-struct RedactingStderr(Vec<u8>);
-
-impl std::io::Write for RedactingStderr {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for RedactingStderr {
-    fn drop(&mut self) {
-        let text = String::from_utf8_lossy(&self.0);
-        let secrets = LOG_SECRETS.read().ok().and_then(|s| s.clone());
-        let line = match secrets {
-            Some(r) => r.current().clean(&text),
-            None => text.into_owned(),
-        };
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-    }
 }
 
 /// For the daemon: --location, else INFERPROBE_LOCATION (clap reads both into `flag`),

@@ -107,7 +107,7 @@ pub(super) async fn fan_out(
 }
 
 /// One structured line per run.
-pub fn log_outcome(outcome: &Outcome) {
+fn log_outcome(outcome: &Outcome) {
     let o = &outcome.observation;
     let ms = |d: Option<Duration>| d.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
     match o.failure() {

@@ -40,7 +40,6 @@ mod fanout;
 mod paging;
 mod task;
 
-pub use fanout::log_outcome;
 use fanout::{Current, fan_out};
 use paging::Paging;
 use task::{Running, Tasks};
@@ -48,19 +47,6 @@ use task::{Running, Tasks};
 /// How long a finished run may take to reach the history (queue and group commit), with
 /// a wide margin.
 const HISTORY_SLACK: Duration = Duration::from_secs(5);
-
-/// Builds every probe of a config, or says which one cannot be built.
-pub fn build_probes(
-    config: &Config,
-    location: &str,
-    cx: &BuildContext,
-) -> Result<Vec<ReadyProbe>, (String, BuildError)> {
-    config
-        .probes
-        .iter()
-        .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.clone(), e)))
-        .collect()
-}
 
 /// What a reload changed.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -1,11 +1,11 @@
 //! The subcommands other than `run`, one module each, and what every subcommand shares:
 //! the exit code for a bad config, the defaults for the port and the data directory,
-//! binding a port, loading the config. May import the library, and from main.rs the
-//! command line's types and `set_log_secrets` (the log subscriber lives there); the
-//! library never sees this.
+//! binding a port, loading the config, and logging (logging.rs). May import the library,
+//! and from main.rs the command line's types; the library never sees this.
 
 pub mod check;
 pub mod demo;
+pub mod logging;
 pub mod once;
 pub mod report;
 pub mod simulate;
@@ -45,7 +45,7 @@ pub fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
         }
         ExitCode::from(EXIT_BAD_CONFIG)
     })?;
-    crate::set_log_secrets(&config);
+    logging::set_log_secrets(&config);
     log_warnings(&config);
     Ok(config)
 }

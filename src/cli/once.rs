@@ -5,10 +5,10 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use inferprobe::build_probes;
 use inferprobe::human::{printable, printable_json};
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::BuildContext;
+use inferprobe::probe::build_probes;
 use inferprobe::redact::SharedRedactor;
 
 use super::{EXIT_BAD_CONFIG, load_or_report, location_of};

@@ -192,21 +192,14 @@ impl Checker<'_> {
         &mut self,
         probe: Option<&str>,
         prefix: &str,
-        kind: Kind,
         raw: Option<RawInput>,
         images: Option<&Images>,
     ) -> Option<TensorInput> {
         let key = format!("{prefix}.input");
         let Some(raw) = raw else {
-            if kind == Kind::KserveV2 {
-                self.error(probe, &key, "kind kserve_v2 needs an `input` tensor");
-            }
+            self.error(probe, &key, "kind kserve_v2 needs an `input` tensor");
             return None;
         };
-        if kind != Kind::KserveV2 {
-            self.error(probe, &key, "only for kind kserve_v2");
-            return None;
-        }
         let datatype = raw.datatype.to_ascii_uppercase();
         if !TENSOR_DATATYPES.contains(&datatype.as_str()) {
             self.error(

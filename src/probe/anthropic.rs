@@ -235,7 +235,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::simulate::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply};
 
     /// `POST /v1/messages`.
     pub struct Messages;

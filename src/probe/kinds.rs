@@ -18,17 +18,15 @@
 //!    (config/content.rs).
 //!
 //! Imports the kinds' modules, from config the raw keys and the Checker that positions
-//! their errors, and the simulator's `Dialect` trait.
+//! their errors.
 
 use serde::Deserialize;
 
-use super::framing::Event;
-use super::generation::EventFacts;
+use super::dialect::Dialect;
 use super::{BuildContext, BuildError, Probe, RunLimits};
 use super::{anthropic, http, kserve_v2, ollama, openai, tgi};
 use crate::config::{Checker, ProbeConfig, SpecKeys};
-use crate::outcome::{Failure, Observation};
-use crate::simulate::Dialect;
+use crate::outcome::Observation;
 
 /// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
 /// serde attribute and in [`Kind::as_str`]; a test checks they agree with [`Kind::ALL`]).
@@ -181,12 +179,13 @@ impl Probe for AnyProbe {
 }
 
 /// A streaming kind's event parser: what one framed event said.
-pub(crate) type EventParser = fn(&Event) -> Result<EventFacts, Failure>;
+#[cfg(feature = "fuzzing")]
+pub(crate) type EventParser =
+    fn(&super::framing::Event) -> Result<super::generation::EventFacts, crate::outcome::Failure>;
 
 /// The event parser of a kind whose answer is streamed; `None` for whole-body kinds.
 /// Each probe calls its own parser directly; this list is for the fuzz targets.
-// Only fuzzing.rs calls it, and that module is built for the fuzz targets alone.
-#[allow(dead_code)]
+#[cfg(feature = "fuzzing")]
 pub(crate) fn event_parser(kind: Kind) -> Option<EventParser> {
     let parser: EventParser = match kind {
         Kind::OpenAiChat => |event| openai::parse_event(event, true),

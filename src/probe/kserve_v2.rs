@@ -53,13 +53,7 @@ pub(crate) fn check(cx: &mut Checker<'_>, mut keys: SpecKeys<'_>) -> Option<Spec
         .images
         .take()
         .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
-    let input = cx.tensor_input(
-        keys.probe,
-        keys.prefix,
-        keys.kind,
-        keys.input.take(),
-        images.as_ref(),
-    );
+    let input = cx.tensor_input(keys.probe, keys.prefix, keys.input.take(), images.as_ref());
     keys.ready_check_url(cx);
     Some(Spec {
         input: input?,

@@ -1,13 +1,17 @@
 //! Probes: one file per API kind behind the small [`Probe`] trait; kinds.rs is the closed
 //! list of them ([`kinds::Kind`], [`AnyProbe`]) and the dispatch (no registry: the list
 //! of kinds is the `kind:` tag of the YAML). generation.rs is the streaming driver the
-//! LLM kinds share, endpoint.rs the phase-timed request every kind sends with.
+//! LLM kinds share, endpoint.rs the phase-timed request every kind sends with, and
+//! dialect.rs the trait each streaming kind implements to write its protocol's side in
+//! the simulator.
 //!
 //! A probe sends one request and says what happened; it never sleeps, retries or records
 //! metrics. [`ReadyProbe::run_once`] gives every run its deadlines and stamps the result
-//! into an [`Outcome`]. Probes see only config, outcome, framing, net and payload.
+//! into an [`Outcome`]. Probes import config, outcome, net, payload, redact and human
+//! (ARCHITECTURE.md's rooms table, held by tests/architecture.rs).
 
 pub mod anthropic;
+pub mod dialect;
 mod endpoint;
 pub mod framing;
 mod generation;
@@ -167,6 +171,19 @@ impl ReadyProbe {
             observation,
         }
     }
+}
+
+/// Builds every probe of a config, or says which one cannot be built.
+pub fn build_probes(
+    config: &crate::config::Config,
+    location: &str,
+    cx: &BuildContext,
+) -> Result<Vec<ReadyProbe>, (String, BuildError)> {
+    config
+        .probes
+        .iter()
+        .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.clone(), e)))
+        .collect()
 }
 
 /// The start of a server's text for a message: at most 80 characters. Cut with an

@@ -225,7 +225,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::simulate::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply};
 
     /// `POST /api/chat`.
     pub struct Chat;

@@ -469,7 +469,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::simulate::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply};
 
     /// `POST /v1/chat/completions`.
     pub struct Chat;

@@ -167,7 +167,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::simulate::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply};
 
     /// `POST /generate_stream`.
     pub struct GenerateStream;

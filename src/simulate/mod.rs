@@ -17,11 +17,11 @@
 //! `http://127.0.0.1:8000/v1/chat/completions?ttft=800ms&fault=truncate&fault_rate=0.5`.
 //!
 //! Here: the script and faults, the log, [`start`] and the routing. `http1` is the wire
-//! code (shared with the tests' fake servers); `dialect` the [`Dialect`] trait that each
-//! streaming kind implements in its own file (src/probe/<kind>.rs) and the list of them;
+//! code (shared with the tests' fake servers); `dialect` finds the [`Dialect`] each
+//! streaming kind implements in its own file (src/probe/<kind>.rs) by route;
 //! `stream` a streamed answer with its timing and faults; `answers` the non-streaming
 //! ones. May import: the list of kinds, for their dialects (in `dialect` only); the prober never
-//! imports the simulator, except the trait its kinds implement.
+//! imports the simulator (the `Dialect` trait is the probe's, probe/dialect.rs).
 
 mod answers;
 mod dialect;
@@ -41,8 +41,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
+pub use crate::probe::dialect::{Dialect, Reply};
 use answers::Answer;
-pub use dialect::{Dialect, Reply};
 use http1::{read_request, write_json};
 
 /// Scripted behaviour. Defaults look like a small model on a good GPU.

@@ -9,9 +9,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::dialect::{self, Dialect, Reply};
+use super::dialect;
 use super::http1::{self, LAST_CHUNK, Request, wait_for_peer_close, write_chunks, write_json};
 use super::{Fault, Script, Shared, SimRecord, draw_fault, script_for};
+use crate::probe::dialect::{Dialect, Reply};
 
 /// The tokens, in turn.
 const WORDS: &[&str] = &[
