@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 const MAX_FILE_LINES: usize = 1000;
 
 /// The probe/ files that are shared machinery rather than a kind.
-const PROBE_MACHINERY: &[&str] = &["mod", "kinds", "generation", "endpoint", "framing"];
+const PROBE_MACHINERY: &[&str] = &["mod", "kinds", "generation", "endpoint", "framing", "dialect"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
