@@ -27,7 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use inferprobe::config;
 use inferprobe::probe::{BuildContext, ReadyProbe};
-use inferprobe::schedule::{self, Report};
+use inferprobe::schedule::{self, RunEvent};
 
 use common::{ChildGuard, f, summarize};
 
@@ -139,7 +139,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
         .map(|p| Arc::new(ReadyProbe::build(p, "bench", &build).expect("probe builds")))
         .collect();
 
-    let (tx, mut rx) = mpsc::channel::<Report>(16_384);
+    let (tx, mut rx) = mpsc::channel::<RunEvent>(16_384);
     let collector = tokio::spawn(async move {
         let mut reports = Vec::new();
         while let Some(r) = rx.recv().await {
@@ -185,7 +185,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
     let mut skipped = 0;
     for r in &reports {
         match r {
-            Report::Finished(o) => {
+            RunEvent::Finished(o) => {
                 lags_ms.push(o.schedule_lag.as_secs_f64() * 1e3);
                 if let Some(fail) = o.observation.failure() {
                     failures += 1;
@@ -199,7 +199,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
                 // The tick this run belongs to.
                 ticks_done[index_of(&o.probe.name)].push(o.observation.marks.start - o.schedule_lag);
             }
-            Report::Skipped { ticks, .. } => skipped += ticks,
+            RunEvent::Skipped { ticks, .. } => skipped += ticks,
         }
     }
 
@@ -233,14 +233,14 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
     let mut worst: Vec<(f64, f64, &str)> = reports
         .iter()
         .filter_map(|r| match r {
-            Report::Finished(o) => Some((
+            RunEvent::Finished(o) => Some((
                 o.schedule_lag.as_secs_f64() * 1e3,
                 (o.observation.marks.start - o.schedule_lag)
                     .saturating_duration_since(t0)
                     .as_secs_f64(),
                 o.probe.name.as_str(),
             )),
-            Report::Skipped { .. } => None,
+            RunEvent::Skipped { .. } => None,
         })
         .collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));

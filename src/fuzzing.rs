@@ -1,8 +1,9 @@
 //! Entry points for the `cargo fuzz` targets in `fuzz/` (an external crate, so it sees
-//! only `pub` items). Not part of the API: hidden from the docs and not used by the binary.
+//! only `pub` items). Not part of the API: compiled only with `--features fuzzing`, which
+//! fuzz/Cargo.toml turns on; hidden from the docs and not used by the binary.
 //!
 //! Why a module of thin wrappers rather than making the parsers `pub`: the per-protocol
-//! parsers return `stream::EventFacts`, which lives in a private module and is an internal
+//! parsers return `generation::EventFacts`, which lives in a private module and is an internal
 //! contract between the parsers and the stream driver. Wrapping them here keeps those
 //! types crate-private; the fuzzers only need "did it panic, and did it succeed or fail".
 //! The framing decoders are already `pub` and are re-exported as they are. The HTTP
@@ -15,29 +16,12 @@ use std::time::SystemTime;
 
 use crate::config::Expect;
 use crate::outcome::Failure;
-use crate::probe::{anthropic, kserve_v2, ollama, openai, tgi};
+use crate::probe::{kinds, kserve_v2};
 
-/// Every per-protocol event parser, by the kind that uses it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parser {
-    OpenAiChat,
-    OpenAiCompletions,
-    OpenAiResponses,
-    Anthropic,
-    Ollama,
-    Tgi,
-}
-
-impl Parser {
-    pub const ALL: [Parser; 6] = [
-        Parser::OpenAiChat,
-        Parser::OpenAiCompletions,
-        Parser::OpenAiResponses,
-        Parser::Anthropic,
-        Parser::Ollama,
-        Parser::Tgi,
-    ];
-}
+/// Every per-protocol event parser, by the kind that uses it: the kinds' own list
+/// ([`Kind`](crate::probe::kinds::Kind)), so a new kind is fuzzed without an edit here.
+/// `Parser::ALL` is every kind; those that do not stream (kserve_v2, http) parse nothing.
+pub use crate::probe::kinds::Kind as Parser;
 
 /// What a parser made of an event, without the crate-private facts type.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -51,14 +35,10 @@ pub struct Parsed {
 
 /// Runs one parser on one framed event.
 pub fn parse_event(parser: Parser, event: &Event) -> Result<Parsed, Failure> {
-    let facts = match parser {
-        Parser::OpenAiChat => openai::parse_event(event, true),
-        Parser::OpenAiCompletions => openai::parse_event(event, false),
-        Parser::OpenAiResponses => openai::parse_responses_event(event),
-        Parser::Anthropic => anthropic::parse_event(event),
-        Parser::Ollama => ollama::parse_line(event),
-        Parser::Tgi => tgi::parse_event(event),
-    }?;
+    let Some(parse) = kinds::event_parser(parser) else {
+        return Ok(Parsed::default());
+    };
+    let facts = parse(event)?;
     Ok(Parsed {
         text: facts.text,
         other_output: facts.other_output,

@@ -48,12 +48,25 @@ pub fn clock(t: SystemTime) -> String {
     text.trim_end_matches('Z').replacen('T', " ", 1)
 }
 
-/// At most `max` characters, with an ellipsis when cut. For text that may hold a
-/// server's words, redact before cutting: [`crate::redact::Redactor::shorten`].
+/// At most `max` characters, with an ellipsis when cut: the one way text is shortened
+/// for people. For text that may hold a server's words, redact before cutting:
+/// [`crate::redact::Redactor::shorten`].
 pub fn shorten(s: &str, max: usize) -> String {
+    let head = first_chars(s, max);
+    if head.len() == s.len() {
+        s.to_owned()
+    } else {
+        format!("{head}…")
+    }
+}
+
+/// The first `max` characters of `s` (all of it if shorter), cut on a character
+/// boundary and marked nowhere: for a limit of the receiving side (PagerDuty's summary)
+/// and for [`shorten`]s that add their own mark.
+pub fn first_chars(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
+        Some((i, _)) => &s[..i],
+        None => s,
     }
 }
 

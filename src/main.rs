@@ -1,7 +1,11 @@
-//! The command line. `run` reads as the daemon's lifecycle: config, bind, start, wait
-//! for a signal (HUP reloads, INT/TERM stop), drain. The only place that knows exit
-//! codes: 0 ok, 1 a run failed or start-up failed, 64 a bad config (EX_USAGE).
+//! The command line (clap) and `run`, which reads as the daemon's lifecycle:
+//! config, bind, start, wait for a signal (HUP reloads, INT/TERM stop), drain. Every
+//! other subcommand is a module of `cli/`. The binary (this file and `cli/`) is the
+//! only place that knows exit codes: 0 ok, 1 a run failed or start-up failed, 64 a bad
+//! config (EX_USAGE).
 #![forbid(unsafe_code)]
+
+mod cli;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -9,24 +13,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
-use inferprobe::alert::{Alert, Event, Notification};
 use inferprobe::config::{self, Config, Severity};
-use inferprobe::human::{printable, printable_json, printable_text};
-use inferprobe::net::TlsRoots;
-use inferprobe::notify::{Delivery, Receiver};
-use inferprobe::outcome::Outcome;
-use inferprobe::probe::BuildContext;
-use inferprobe::redact::{Redactor, SharedRedactor};
-use inferprobe::report::{self, Report};
 use inferprobe::schedule::Shard;
 use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
-use inferprobe::simulate::{self, Script};
-use inferprobe::{Agent, AgentError, AgentSettings, build_probes};
+use inferprobe::simulate::Script;
+use inferprobe::{Agent, AgentError, AgentSettings};
 
-const EXIT_BAD_CONFIG: u8 = 64;
+use cli::logging::{LogFormat, init_logging, set_log_secrets};
+use cli::{DEFAULT_DATA_DIR, DEFAULT_PORT, EXIT_BAD_CONFIG, bind_or_exit, load_or_report, log_warnings};
 
 #[derive(Parser)]
 #[command(
@@ -43,12 +39,6 @@ struct Cli {
     log_level: String,
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -165,7 +155,7 @@ enum Command {
     },
     /// Run the simulator and the daemon together against a built-in config.
     Demo {
-        #[arg(long, default_value = "127.0.0.1:9464")]
+        #[arg(long, default_value_t = SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)))]
         listen: SocketAddr,
         /// Where the simulator listens (port 0: any free port).
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -176,6 +166,30 @@ enum Command {
         #[command(flatten)]
         port: PortArgs,
     },
+}
+
+#[derive(clap::Args)]
+struct ReportRequest {
+    /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
+    #[arg(long, default_value = "7d")]
+    since: String,
+    /// End of the period (default: now).
+    #[arg(long)]
+    until: Option<String>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
+    format: ReportFormat,
+    /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
+    /// The agent may be running.
+    #[arg(long, env = "INFERPROBE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Write the report here instead of standard output.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// The whole fleet instead: every agent and location, from the Prometheus server
+    /// at this URL that scrapes them (figures estimated from histogram buckets). The
+    /// local store is not read. `user:password@` in the URL is sent as basic auth.
+    #[arg(long, value_name = "URL")]
+    prometheus: Option<String>,
 }
 
 /// The agent's own port: how it is secured and what it lets clients hold.
@@ -280,203 +294,27 @@ fn main() -> ExitCode {
                 location,
                 severity,
                 resolve,
-            } => test_alert(&config, &receiver, location, severity.into(), resolve).await,
+            } => cli::test_alert::run(&config, &receiver, location, severity.into(), resolve).await,
             Command::Check {
                 config,
                 web_config_file,
-            } => {
-                let code = check(&config);
-                match web_config_file {
-                    Some(web) if !check_web(&web) => ExitCode::from(EXIT_BAD_CONFIG),
-                    _ => code,
-                }
-            }
+            } => cli::check::run(&config, web_config_file.as_deref()),
             Command::Once {
                 config,
                 probe,
                 format,
                 location,
-            } => once(&config, &probe, format, location).await,
-            Command::Simulate { listen, script } => simulate_cmd(listen, script).await,
-            Command::Report { config, request } => report(&config, request).await,
+            } => cli::once::run(&config, &probe, format, location).await,
+            Command::Simulate { listen, script } => cli::simulate::run(listen, script).await,
+            Command::Report { config, request } => cli::report::run(&config, request).await,
             Command::Demo {
                 listen,
                 sim_listen,
                 data_dir,
                 port,
-            } => demo(listen, sim_listen, data_dir, port).await,
+            } => cli::demo::run(listen, sim_listen, data_dir, port).await,
         }
     })
-}
-
-fn init_logging(format: LogFormat, filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only for a person at a terminal: a journal or a file gets plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(|| RedactingStderr(Vec::new()));
-    match format {
-        LogFormat::Text => builder.fmt_fields(PrintableFields).init(),
-        // serde escapes control characters in JSON strings.
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
-}
-
-/// Text log fields as tracing prints them (`message key=value ...`, the `log.*`
-/// fields of bridged `log` records left out), each value made printable: a server's
-/// words in a field cannot recolour the terminal, erase the log or fake a log line.
-struct PrintableFields;
-
-impl<'w> tracing_subscriber::fmt::FormatFields<'w> for PrintableFields {
-    fn format_fields<R: tracing_subscriber::field::RecordFields>(
-        &self,
-        writer: tracing_subscriber::fmt::format::Writer<'w>,
-        fields: R,
-    ) -> std::fmt::Result {
-        let mut visitor = PrintableVisitor {
-            writer,
-            result: Ok(()),
-            first: true,
-        };
-        fields.record(&mut visitor);
-        visitor.result
-    }
-}
-
-struct PrintableVisitor<'w> {
-    writer: tracing_subscriber::fmt::format::Writer<'w>,
-    result: std::fmt::Result,
-    first: bool,
-}
-
-impl tracing::field::Visit for PrintableVisitor<'_> {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if self.result.is_err() || field.name().starts_with("log.") {
-            return;
-        }
-        let value = printable(&format!("{value:?}"));
-        let sep = if std::mem::take(&mut self.first) { "" } else { " " };
-        self.result = if field.name() == "message" {
-            write!(self.writer, "{sep}{value}")
-        } else {
-            write!(self.writer, "{sep}{}={value}", field.name())
-        };
-    }
-}
-
-/// The secrets of the config last loaded, removed from every log line: our fields are
-/// cleaned where server words enter, but a dependency's debug line (the HTTP client
-/// naming the host it connects to) may show a `${VAR}` host too. Process-wide because
-/// the log subscriber it serves is.
-static LOG_SECRETS: std::sync::RwLock<Option<std::sync::Arc<Redactor>>> = std::sync::RwLock::new(None);
-
-fn set_log_secrets(config: &Config) {
-    if let Ok(mut s) = LOG_SECRETS.write() {
-        *s = Some(std::sync::Arc::new(Redactor::for_config(config)));
-    }
-}
-
-/// One log line, written to stderr redacted when it is complete (tracing writes each
-/// event through a fresh writer and drops it).
-struct RedactingStderr(Vec<u8>);
-
-impl std::io::Write for RedactingStderr {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for RedactingStderr {
-    fn drop(&mut self) {
-        let text = String::from_utf8_lossy(&self.0);
-        let secrets = LOG_SECRETS.read().ok().and_then(|s| s.clone());
-        let line = match secrets {
-            Some(r) => r.clean(&text),
-            None => text.into_owned(),
-        };
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-    }
-}
-
-fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
-    let config = config::load(path).map_err(|errors| {
-        for e in &errors.0 {
-            eprintln!("{e}");
-        }
-        ExitCode::from(EXIT_BAD_CONFIG)
-    })?;
-    set_log_secrets(&config);
-    log_warnings(&config);
-    Ok(config)
-}
-
-/// Risky settings, on every load: they must not be forgotten once the file works.
-fn log_warnings(config: &Config) {
-    for w in &config.warnings {
-        tracing::warn!(warning = %w, "Config warning.");
-    }
-}
-
-fn check(path: &Path) -> ExitCode {
-    match config::load(path) {
-        Ok(config) => {
-            for w in &config.warnings {
-                println!("warning: {w}");
-            }
-            println!(
-                "{}: ok, {} probes{}",
-                path.display(),
-                config.probes.len(),
-                match config.warnings.len() {
-                    0 => String::new(),
-                    n => format!(", {n} warning(s)"),
-                }
-            );
-            ExitCode::SUCCESS
-        }
-        Err(errors) => {
-            for e in &errors.0 {
-                println!("{e}");
-            }
-            println!("{}: {} problem(s)", path.display(), errors.0.len());
-            ExitCode::from(EXIT_BAD_CONFIG)
-        }
-    }
-}
-
-/// `check --web.config.file`: every problem, or ok; whether it is ok.
-fn check_web(path: &Path) -> bool {
-    match WebConfig::load(path) {
-        Ok(web) => {
-            println!(
-                "{}: ok, {}{}",
-                path.display(),
-                if web.is_tls() { "TLS" } else { "plain HTTP" },
-                if web.has_basic_auth() { ", basic auth" } else { "" }
-            );
-            true
-        }
-        Err(errors) => {
-            for e in &errors.0 {
-                println!("{e}");
-            }
-            println!("{}: {} problem(s)", path.display(), errors.0.len());
-            false
-        }
-    }
-}
-
-/// For one-off commands: the location if set, else "local".
-fn location_of(flag: Option<String>, config: &Config) -> String {
-    flag.or_else(|| config.agent.location.clone())
-        .unwrap_or_else(|| "local".to_owned())
 }
 
 /// For the daemon: --location, else INFERPROBE_LOCATION (clap reads both into `flag`),
@@ -493,14 +331,6 @@ fn location_for_run(flag: Option<String>, config: &Config) -> Result<String, Str
             "location `{location}` must be 1-64 characters of letters, digits, `_`, `-` or `.`"
         ))
     }
-}
-
-fn hostname() -> Option<String> {
-    std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
 }
 
 fn exit_for(e: &AgentError) -> ExitCode {
@@ -525,7 +355,10 @@ async fn run(
         Ok(p) => p,
         Err(code) => return code,
     };
-    let shard = match shard.map(|s| Shard::parse(&s, hostname)).transpose() {
+    let shard = match shard
+        .map(|s| Shard::parse(&s, inferprobe::net::host_name))
+        .transpose()
+    {
         Ok(s) => s.unwrap_or(Shard::ALL),
         Err(e) => {
             eprintln!("error: --shard: {e}");
@@ -545,18 +378,15 @@ async fn run(
     };
     let addr = listen
         .or(config.agent.listen)
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9464)));
-    let listener = match TcpListener::bind(addr).await {
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)));
+    let listener = match bind_or_exit(addr, "").await {
         Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot listen on {addr}: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let data_dir = data_dir
         .or_else(|| config.agent.data_dir.clone())
-        .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     let web = port.web.clone();
     let settings = AgentSettings {
         location: location.clone(),
@@ -670,473 +500,5 @@ fn reload(agent: &mut Agent, path: &Path, shard: Shard) {
             agent.metrics.reloaded(false);
             tracing::error!(error = %e, "Reload failed; keeping the running configuration.");
         }
-    }
-}
-
-async fn once(path: &Path, only: &[String], format: OutputFormat, location: Option<String>) -> ExitCode {
-    let mut config = match load_or_report(path) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    if let Some(missing) = only.iter().find(|n| !config.probes.iter().any(|p| &p.name == *n)) {
-        eprintln!("error: no probe named \"{missing}\" in {}", path.display());
-        return ExitCode::from(EXIT_BAD_CONFIG);
-    }
-    if !only.is_empty() {
-        config.probes.retain(|p| only.contains(&p.name));
-    }
-    let location = location_of(location, &config);
-    let cx = BuildContext {
-        redactor: SharedRedactor::new(Redactor::for_config(&config)),
-        ..BuildContext::new()
-    };
-    let probes = match build_probes(&config, &location, &cx) {
-        Ok(p) => p,
-        Err((probe, e)) => {
-            eprintln!("error: probe \"{probe}\": {e}");
-            return ExitCode::from(EXIT_BAD_CONFIG);
-        }
-    };
-    let tasks: Vec<_> = probes
-        .into_iter()
-        .map(|p| tokio::spawn(async move { p.run_once().await }))
-        .collect();
-    let mut outcomes = Vec::new();
-    for t in tasks {
-        match t.await {
-            Ok(o) => outcomes.push(o),
-            Err(e) => {
-                eprintln!("error: a probe task failed: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    match format {
-        OutputFormat::Json => {
-            for o in &outcomes {
-                println!("{}", printable_json(&o.to_json().to_string()));
-            }
-        }
-        OutputFormat::Table => print_table(&outcomes),
-    }
-    if outcomes.iter().all(|o| o.observation.success()) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-fn print_table(outcomes: &[Outcome]) {
-    let ms = |d: Option<Duration>| {
-        d.map(|d| format!("{:.1}ms", d.as_secs_f64() * 1000.0))
-            .unwrap_or_else(|| "-".into())
-    };
-    let rows: Vec<[String; 10]> = outcomes
-        .iter()
-        .map(|o| {
-            let obs = &o.observation;
-            [
-                o.probe.name.clone(),
-                if obs.success() { "ok".into() } else { "FAIL".into() },
-                obs.failure()
-                    .map(|f| f.reason.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                obs.http_status
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                ms(obs.ttfb()),
-                ms(obs.ttft()),
-                ms(obs.tpot()),
-                ms(obs.total()),
-                obs.output_tokens
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                obs.finish_reason.clone().unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect();
-    let header = [
-        "PROBE", "RESULT", "REASON", "STATUS", "TTFB", "TTFT", "TPOT", "TOTAL", "TOKENS", "FINISH",
-    ];
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    println!("{}", line(header.to_vec()));
-    for r in &rows {
-        println!("{}", line(r.iter().map(String::as_str).collect()));
-    }
-    for o in outcomes {
-        if let Some(f) = o.observation.failure() {
-            // Messages are made printable where they are made; this edge holds for
-            // any message that did not come through a probe run.
-            println!("{}: {}: {}", o.probe.name, f.reason, printable(&f.message));
-        } else if let Some(note) = &o.observation.note {
-            println!("{}: note: {}", o.probe.name, printable(note));
-        }
-    }
-}
-
-#[derive(clap::Args)]
-struct ReportRequest {
-    /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
-    #[arg(long, default_value = "7d")]
-    since: String,
-    /// End of the period (default: now).
-    #[arg(long)]
-    until: Option<String>,
-    #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
-    format: ReportFormat,
-    /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
-    /// The agent may be running.
-    #[arg(long, env = "INFERPROBE_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// Write the report here instead of standard output.
-    #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// The whole fleet instead: every agent and location, from the Prometheus server
-    /// at this URL that scrapes them (figures estimated from histogram buckets). The
-    /// local store is not read. `user:password@` in the URL is sent as basic auth.
-    #[arg(long, value_name = "URL")]
-    prometheus: Option<String>,
-}
-
-async fn report(path: &Path, request: ReportRequest) -> ExitCode {
-    let config = if path.exists() {
-        match load_or_report(path) {
-            Ok(c) => Some(c),
-            Err(code) => return code,
-        }
-    } else {
-        eprintln!(
-            "note: {} not found: reporting without SLO targets",
-            path.display()
-        );
-        None
-    };
-    let now = std::time::SystemTime::now();
-    let time = |flag: &str, v: &str| {
-        inferprobe::human::time_arg(v, now).map_err(|why| format!("{flag} {v:?} {why}"))
-    };
-    let period = time("--since", &request.since).and_then(|since| {
-        let until = match &request.until {
-            Some(u) => time("--until", u)?,
-            None => now,
-        };
-        if since >= until {
-            return Err("--since must be before --until".to_owned());
-        }
-        Ok((since, until))
-    });
-    let (since, until) = match period {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_BAD_CONFIG);
-        }
-    };
-    let targets = report::targets_by_probe(config.as_ref());
-    let target_of = move |probe: &str| targets.get(probe).copied().unwrap_or_default();
-    let report = match &request.prometheus {
-        Some(url) => match report::prometheus::report(url, since, until, target_of).await {
-            Ok(r) => r,
-            // An unusable URL is a bad flag; a query that failed is a failure.
-            Err(e @ report::prometheus::PrometheusError::Url { .. }) => {
-                eprintln!("error: --prometheus: {e}");
-                return ExitCode::from(EXIT_BAD_CONFIG);
-            }
-            Err(e) => {
-                eprintln!("error: {}", printable(&e.to_string()));
-                return ExitCode::FAILURE;
-            }
-        },
-        None => match local_report(request.data_dir, config.as_ref(), since, until, target_of).await {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    let text = match request.format {
-        ReportFormat::Markdown => report.to_markdown(),
-        ReportFormat::Html => report.to_html(),
-        ReportFormat::Json => format!(
-            "{}\n",
-            serde_json::to_string_pretty(&report.to_json()).expect("JSON values serialize")
-        ),
-    };
-    match request.output {
-        Some(file) => {
-            if let Err(e) = std::fs::write(&file, text) {
-                eprintln!("error: cannot write {}: {e}", file.display());
-                return ExitCode::FAILURE;
-            }
-        }
-        // The report quotes endpoints' messages, from a history that older versions
-        // may have written raw.
-        None if matches!(request.format, ReportFormat::Json) => print!("{}", printable_json(&text)),
-        None => print!("{}", printable_text(&text)),
-    }
-    ExitCode::SUCCESS
-}
-
-/// The report from one agent's store (`--data-dir`, else agent.data_dir).
-async fn local_report(
-    data_dir: Option<PathBuf>,
-    config: Option<&Config>,
-    since: std::time::SystemTime,
-    until: std::time::SystemTime,
-    target_of: impl Fn(&str) -> inferprobe::stats::Targets + Send + 'static,
-) -> Result<Report, String> {
-    let dir = data_dir
-        .or_else(|| config.and_then(|c| c.agent.data_dir.clone()))
-        .unwrap_or_else(|| PathBuf::from("inferprobe-data"));
-    let db = dir.join("inferprobe.db");
-    if !db.exists() {
-        return Err(format!(
-            "no store at {} (give the agent's --data-dir)",
-            db.display()
-        ));
-    }
-    tokio::task::spawn_blocking(move || {
-        let history = inferprobe::store::HistoryReader::open(&db)?;
-        let source = format!("the local store {}", db.display());
-        Report::from_history(&history, source, since, until, target_of)
-    })
-    .await
-    .map_err(|e| e.to_string())
-    .and_then(|r| r.map_err(|e| e.to_string()))
-}
-
-async fn simulate_cmd(listen: SocketAddr, script: Script) -> ExitCode {
-    let listener = match TcpListener::bind(listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot listen on {listen}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let sim = simulate::start(listener, script);
-    println!("simulator listening on http://{}", sim.addr);
-    tracing::info!(addr = %sim.addr, "Simulator started: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /sim/log.");
-    let _ = tokio::signal::ctrl_c().await;
-    ExitCode::SUCCESS
-}
-
-/// The demo's probes: healthy, slow and flaky endpoints on the built-in simulator.
-const DEMO_CONFIG: &str = include_str!("demo.yaml");
-
-async fn demo(
-    listen: SocketAddr,
-    sim_listen: SocketAddr,
-    data_dir: Option<PathBuf>,
-    port: PortArgs,
-) -> ExitCode {
-    let port = match port.settings() {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let scheme = if port.web.current().is_tls() {
-        "https"
-    } else {
-        "http"
-    };
-    let sim_listener = match TcpListener::bind(sim_listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot listen on {sim_listen}: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let sim = simulate::start(sim_listener, Script::default());
-    let text = DEMO_CONFIG.replace("SIMULATOR", &sim.addr.to_string());
-    let config = match config::parse(&text, Path::new("<demo>"), &|_| None) {
-        Ok(c) => c,
-        Err(errors) => {
-            eprintln!("error: the built-in demo config is invalid:\n{errors}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let listener = match TcpListener::bind(listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot listen on {listen}: {e} (try --listen 127.0.0.1:0)");
-            return ExitCode::FAILURE;
-        }
-    };
-    let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let temporary = data_dir.is_none();
-    let data_dir = data_dir
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("inferprobe-demo-{}", std::process::id())));
-    let settings = AgentSettings {
-        location: "demo".into(),
-        data_dir: data_dir.clone(),
-        port,
-    };
-    let agent = match Agent::start(&config, settings, listener) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    // Whoever reads our output may go away (`demo | head`): that must not stop the demo.
-    let say = |text: String| {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), "{text}");
-    };
-    say(format!(
-        "inferprobe demo: {} probes against the simulator at http://{}",
-        config.probes.len(),
-        sim.addr
-    ));
-    say(format!("  status page: {scheme}://{bound}/"));
-    say(format!("  metrics:     {scheme}://{bound}/metrics"));
-    say(format!(
-        "  results:     {scheme}://{bound}/api/v1/probes, {scheme}://{bound}/api/v1/results"
-    ));
-    say(format!("  alerts:      {scheme}://{bound}/api/v1/alerts"));
-    say(format!(
-        "  SLO report:  inferprobe report --data-dir {} --since 15m",
-        data_dir.display()
-    ));
-    say(format!(
-        "First results arrive within 10 s.{} Press Ctrl-C to stop.",
-        if temporary {
-            " The history is deleted on exit (keep it with --data-dir)."
-        } else {
-            ""
-        }
-    ));
-    let mut terminate = signal(SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async {
-            match terminate.as_mut() {
-                Some(t) => { t.recv().await; }
-                None => std::future::pending::<()>().await,
-            }
-        } => {}
-    }
-    agent.shutdown(Duration::from_secs(5)).await;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&data_dir);
-    }
-    ExitCode::SUCCESS
-}
-
-/// `test-alert`: one test notification straight to each receiver (not through the
-/// outbox: the operator wants the answer now), a few quick tries each.
-async fn test_alert(
-    path: &Path,
-    only: &[String],
-    location: Option<String>,
-    severity: Severity,
-    resolve: bool,
-) -> ExitCode {
-    let config = match load_or_report(path) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    if config.receivers.is_empty() {
-        eprintln!("error: {} has no `receivers:`", path.display());
-        return ExitCode::from(EXIT_BAD_CONFIG);
-    }
-    if let Some(missing) = only
-        .iter()
-        .find(|n| !config.receivers.iter().any(|r| &r.name == *n))
-    {
-        eprintln!("error: no receiver named \"{missing}\" in {}", path.display());
-        return ExitCode::from(EXIT_BAD_CONFIG);
-    }
-    let location = location_of(location, &config);
-    let now = std::time::SystemTime::now();
-    let api_base = config
-        .agent
-        .external_url
-        .clone()
-        .unwrap_or_else(|| "http://localhost:9464".into());
-    let mut alert = Alert::test(&location, &api_base, severity, now);
-    let event = if resolve {
-        alert.resolved_at = Some(now);
-        alert.summary = format!("RESOLVED: {}", alert.summary);
-        Event::Resolved
-    } else {
-        Event::Firing
-    };
-    let roots = TlsRoots::system();
-    let redactor = SharedRedactor::new(Redactor::for_config(&config));
-    let mut all_ok = true;
-    for rc in config
-        .receivers
-        .iter()
-        .filter(|r| only.is_empty() || only.contains(&r.name))
-    {
-        let receiver = match Receiver::build(rc.clone(), &roots, redactor.clone()) {
-            Ok(r) => r,
-            Err(e) => {
-                println!("{:<20} FAILED    {e}", rc.name);
-                all_ok = false;
-                continue;
-            }
-        };
-        let n = Notification {
-            id: format!(
-                "{}/test/{}",
-                alert.dedup_key,
-                humantime::format_rfc3339_millis(now)
-            ),
-            event,
-            alert: alert.clone(),
-            receivers: vec![rc.name.clone()],
-        };
-        let mut result = receiver.send(&n, now).await;
-        for attempt in 1..3 {
-            let Delivery::Retry { after, .. } = &result else {
-                break;
-            };
-            let wait =
-                inferprobe::net::backoff(attempt, Duration::from_secs(2)).max(after.unwrap_or_default());
-            tokio::time::sleep(wait.min(Duration::from_secs(5))).await;
-            result = receiver.send(&n, std::time::SystemTime::now()).await;
-        }
-        // A `${VAR}` host is a secret; `why` is cleaned and printable already.
-        let target = format!("{} {}", rc.kind.as_str(), redactor.current().clean(&rc.host));
-        match result {
-            Delivery::Accepted => println!("{:<20} accepted  ({target})", rc.name),
-            Delivery::Retry { why, .. } => {
-                all_ok = false;
-                println!("{:<20} FAILED    ({target}) {why}", rc.name);
-            }
-            Delivery::Rejected { why } => {
-                all_ok = false;
-                println!("{:<20} REJECTED  ({target}) {why}", rc.name);
-            }
-        }
-    }
-    if !resolve && all_ok {
-        println!(
-            "Test alert {} sent (severity {}); Alertmanager expires it in 4 minutes, or run `inferprobe test-alert --resolve`.",
-            alert.dedup_key,
-            severity.as_str()
-        );
-    }
-    if all_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     }
 }

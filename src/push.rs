@@ -19,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RemoteWriteConfig;
 use crate::metrics::Metrics;
-use crate::net::{TlsRoots, backoff, control_plane_client, describe_error, read_capped, retry_after};
-use crate::probe::BuildError;
+use crate::net::{
+    TlsRoots, TlsSetupError, backoff, control_plane_client, describe_error, read_capped, retry_after,
+};
 use crate::redact::SharedRedactor;
 
 /// The remote_write 1.0 messages (prometheus/prompb types.proto and remote.proto),
@@ -197,7 +198,7 @@ impl Pusher {
         redactor: SharedRedactor,
         metrics: Arc<Metrics>,
         instance: String,
-    ) -> Result<Pusher, BuildError> {
+    ) -> Result<Pusher, TlsSetupError> {
         let client = control_plane_client(roots, config.ca_file.as_deref(), config.timeout)?;
         let instance = config.instance.clone().unwrap_or(instance);
         Ok(Pusher {

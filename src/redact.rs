@@ -59,6 +59,12 @@ impl SharedRedactor {
         SharedRedactor(Arc::new(RwLock::new(Arc::new(r))))
     }
 
+    /// Every secret of `config` ([`Redactor::for_config`]), shared: how a command or a
+    /// build starts.
+    pub fn for_config(config: &Config) -> Self {
+        SharedRedactor::new(Redactor::for_config(config))
+    }
+
     pub fn current(&self) -> Arc<Redactor> {
         match self.0.read() {
             Ok(r) => r.clone(),
@@ -317,12 +323,15 @@ impl Redactor {
     }
 
     /// At most `max` characters of `text`, redacted first, with an ellipsis when cut.
-    /// The one way the agent shortens text that may hold server words.
+    /// The one way the agent shortens text that may hold server words. Not
+    /// [`crate::human::shorten`]: a plain cut could leave half a `<redacted>` marker, or
+    /// the start of a secret whose rest the cut removed (so it no longer matches).
     pub fn shorten(&self, text: &str, max: usize) -> String {
         let clean = self.clean(text);
-        let Some((mut cut, _)) = clean.char_indices().nth(max) else {
+        let mut cut = crate::human::first_chars(&clean, max).len();
+        if cut == clean.len() {
             return clean;
-        };
+        }
         // Never leave half a marker: `<redac…` reads as a broken page.
         if let Some(m) = clean[..cut].rfind(REDACTED.as_bytes()[0] as char)
             && REDACTED.starts_with(&clean[m..cut])

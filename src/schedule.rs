@@ -25,9 +25,10 @@ use tokio_util::task::TaskTracker;
 use crate::config::Schedule;
 use crate::outcome::{Outcome, ProbeIdentity};
 
-/// What the scheduler publishes.
+/// What the scheduler publishes about a probe's ticks: a run that finished, or ticks
+/// that did not run. (Not to be confused with `report::Report`, the SLO report.)
 #[derive(Debug)]
-pub enum Report {
+pub enum RunEvent {
     Finished(Box<Outcome>),
     /// Ticks that did not run: the previous run was still going, or the process fell
     /// behind.
@@ -141,7 +142,7 @@ pub fn first_tick_delay(name: &str, period: Duration, since_epoch: Duration) -> 
 pub async fn run_loop<R: Runner>(
     runner: Arc<R>,
     schedule: Schedule,
-    reports: mpsc::Sender<Report>,
+    events: mpsc::Sender<RunEvent>,
     cancel: CancellationToken,
     tracker: TaskTracker,
     busy: Arc<AtomicBool>,
@@ -166,7 +167,7 @@ pub async fn run_loop<R: Runner>(
         if busy.swap(true, Ordering::AcqRel) {
             skipped += 1;
         } else {
-            let (runner, reports) = (runner.clone(), reports.clone());
+            let (runner, events) = (runner.clone(), events.clone());
             let busy = Busy(busy.clone());
             // The tracker counts the run itself, not the hand-over of its outcome: a
             // run that has finished is not in flight, even while the fan-out is busy.
@@ -178,7 +179,7 @@ pub async fn run_loop<R: Runner>(
             });
             tokio::spawn(async move {
                 let outcome = run.await;
-                let _ = reports.send(Report::Finished(Box::new(outcome))).await;
+                let _ = events.send(RunEvent::Finished(Box::new(outcome))).await;
             });
         }
         next = match &schedule {
@@ -194,8 +195,8 @@ pub async fn run_loop<R: Runner>(
             },
         };
         if skipped > 0 {
-            let _ = reports
-                .send(Report::Skipped {
+            let _ = events
+                .send(RunEvent::Skipped {
                     probe: runner.identity().clone(),
                     ticks: skipped,
                 })
@@ -355,7 +356,7 @@ mod tests {
         })
     }
 
-    async fn drive(runner: Arc<FakeRunner>, period: Duration, for_: Duration) -> Vec<Report> {
+    async fn drive(runner: Arc<FakeRunner>, period: Duration, for_: Duration) -> Vec<RunEvent> {
         let (tx, mut rx) = mpsc::channel(1000);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -383,7 +384,7 @@ mod tests {
     async fn ticks_stay_on_the_grid_without_drift() {
         let period = Duration::from_secs(30);
         let runner = fake(Duration::from_millis(1700));
-        let reports = drive(runner.clone(), period, Duration::from_secs(30 * 100 + 31)).await;
+        let events = drive(runner.clone(), period, Duration::from_secs(30 * 100 + 31)).await;
         let starts = runner.starts.lock().unwrap().clone();
         assert!(starts.len() >= 100, "{}", starts.len());
         // Every start is exactly k periods after the first, even though each run takes
@@ -391,7 +392,7 @@ mod tests {
         for (k, s) in starts.iter().enumerate() {
             assert_eq!(*s - starts[0], period * k as u32);
         }
-        assert!(reports.iter().all(|r| matches!(r, Report::Finished(_))));
+        assert!(events.iter().all(|r| matches!(r, RunEvent::Finished(_))));
     }
 
     #[tokio::test(start_paused = true)]
@@ -399,16 +400,16 @@ mod tests {
         let period = Duration::from_secs(10);
         // Each run takes 25 s: the two ticks during it must be skipped.
         let runner = fake(Duration::from_secs(25));
-        let reports = drive(runner.clone(), period, Duration::from_secs(10 + 95)).await;
+        let events = drive(runner.clone(), period, Duration::from_secs(10 + 95)).await;
         let starts = runner.starts.lock().unwrap().clone();
         for w in starts.windows(2) {
             assert!(w[1] - w[0] >= Duration::from_secs(25), "runs overlapped");
             assert_eq!((w[1] - w[0]).as_nanos() % period.as_nanos(), 0, "off the grid");
         }
-        let skipped: u64 = reports
+        let skipped: u64 = events
             .iter()
             .map(|r| match r {
-                Report::Skipped { ticks, .. } => *ticks,
+                RunEvent::Skipped { ticks, .. } => *ticks,
                 _ => 0,
             })
             .sum();

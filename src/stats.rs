@@ -6,10 +6,28 @@
 //! the share of all runs that succeeded at or under the target (a failed run misses every
 //! target: the user waited and got nothing); a 429 counts as a failure for availability,
 //! as the user got no answer.
+//!
+//! A leaf: it imports no other module of the crate. It reads runs through the small
+//! [`Run`] trait, which the store's record implements, so the store and the report
+//! depend on it and not the other way round.
 
 use std::time::{Duration, SystemTime};
 
-use crate::store::RunRecord;
+/// What the figures need of one finished run.
+pub trait Run {
+    /// When the run started (wall clock).
+    fn at(&self) -> SystemTime;
+    fn probe(&self) -> &str;
+    fn location(&self) -> &str;
+    /// The failure reason's label value; `None` for a successful run.
+    fn reason(&self) -> Option<&str>;
+    fn ttft(&self) -> Option<Duration>;
+    fn total(&self) -> Option<Duration>;
+
+    fn success(&self) -> bool {
+        self.reason().is_none()
+    }
+}
 
 /// Nearest-rank percentile: the smallest value with at least `q` of the values at or
 /// below it.
@@ -71,12 +89,12 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(runs: &[RunRecord], targets: &Targets) -> Summary {
-        let ok: Vec<&RunRecord> = runs.iter().filter(|r| r.success()).collect();
-        let secs = |f: fn(&RunRecord) -> Option<Duration>| -> Vec<f64> {
+    pub fn of<R: Run>(runs: &[R], targets: &Targets) -> Summary {
+        let ok: Vec<&R> = runs.iter().filter(|r| r.success()).collect();
+        let secs = |f: fn(&R) -> Option<Duration>| -> Vec<f64> {
             ok.iter().filter_map(|r| f(r)).map(|d| d.as_secs_f64()).collect()
         };
-        let attainment = |f: fn(&RunRecord) -> Option<Duration>, target: Option<Duration>| {
+        let attainment = |f: fn(&R) -> Option<Duration>, target: Option<Duration>| {
             let target = target?;
             let met = ok.iter().filter_map(|r| f(r)).filter(|d| *d <= target).count();
             // Successful runs that did not measure this at all (a kind without tokens):
@@ -88,10 +106,10 @@ impl Summary {
             runs: runs.len() as u64,
             failures: (runs.len() - ok.len()) as u64,
             availability: (!runs.is_empty()).then(|| ok.len() as f64 / runs.len() as f64),
-            ttft: Quantiles::of(secs(|r| r.ttft)),
-            total: Quantiles::of(secs(|r| r.total)),
-            ttft_attainment: attainment(|r| r.ttft, targets.ttft),
-            total_attainment: attainment(|r| r.total, targets.total),
+            ttft: Quantiles::of(secs(|r| r.ttft())),
+            total: Quantiles::of(secs(|r| r.total())),
+            ttft_attainment: attainment(|r| r.ttft(), targets.ttft),
+            total_attainment: attainment(|r| r.total(), targets.total),
         }
     }
 }
@@ -115,22 +133,22 @@ pub struct Incident {
 
 /// The failing streaks in `runs` (one series, in start order). A streak still open at
 /// the end lasts until its last failed run finished.
-pub fn incidents(runs: &[RunRecord]) -> Vec<Incident> {
+pub fn incidents<R: Run>(runs: &[R]) -> Vec<Incident> {
     let mut out = Vec::new();
     let mut open: Option<(usize, usize)> = None; // (first, last) failed index
-    let close = |first: usize, last: usize, recovered: Option<&RunRecord>| {
+    let close = |first: usize, last: usize, recovered: Option<&R>| {
         let streak = &runs[first..=last];
-        let started = streak[0].at;
+        let started = streak[0].at();
         let end = match recovered {
-            Some(r) => r.at,
+            Some(r) => r.at(),
             None => {
                 let l = &streak[streak.len() - 1];
-                l.at + l.total.unwrap_or_default()
+                l.at() + l.total().unwrap_or_default()
             }
         };
         let mut reasons: Vec<(String, u64)> = Vec::new();
         for r in streak {
-            let reason = r.reason.clone().unwrap_or_default();
+            let reason = r.reason().unwrap_or_default().to_owned();
             match reasons.iter_mut().find(|(name, _)| *name == reason) {
                 Some((_, n)) => *n += 1,
                 None => reasons.push((reason, 1)),
@@ -138,10 +156,10 @@ pub fn incidents(runs: &[RunRecord]) -> Vec<Incident> {
         }
         reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Incident {
-            probe: streak[0].probe.clone(),
-            location: streak[0].location.clone(),
+            probe: streak[0].probe().to_owned(),
+            location: streak[0].location().to_owned(),
             started,
-            ended: recovered.map(|r| r.at),
+            ended: recovered.map(|r| r.at()),
             duration: end.duration_since(started).unwrap_or_default(),
             failed_runs: streak.len() as u64,
             reasons,
@@ -169,8 +187,41 @@ mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
 
-    fn run(at_s: u64, ok: bool, total_ms: u64) -> RunRecord {
-        crate::store::sample("p", UNIX_EPOCH + Duration::from_secs(at_s), ok, total_ms)
+    /// A run of probe `p` in `eu`: TTFT is half of `total_ms`; a failure is an
+    /// `http_5xx` without a TTFT.
+    struct Sample {
+        at: SystemTime,
+        ok: bool,
+        total_ms: u64,
+    }
+
+    impl Run for Sample {
+        fn at(&self) -> SystemTime {
+            self.at
+        }
+        fn probe(&self) -> &str {
+            "p"
+        }
+        fn location(&self) -> &str {
+            "eu"
+        }
+        fn reason(&self) -> Option<&str> {
+            (!self.ok).then_some("http_5xx")
+        }
+        fn ttft(&self) -> Option<Duration> {
+            self.ok.then(|| Duration::from_millis(self.total_ms / 2))
+        }
+        fn total(&self) -> Option<Duration> {
+            Some(Duration::from_millis(self.total_ms))
+        }
+    }
+
+    fn run(at_s: u64, ok: bool, total_ms: u64) -> Sample {
+        Sample {
+            at: UNIX_EPOCH + Duration::from_secs(at_s),
+            ok,
+            total_ms,
+        }
     }
 
     #[test]

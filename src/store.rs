@@ -1,10 +1,13 @@
 //! What the agent remembers: in memory, the latest outcome of each probe and its run
 //! counts, for the JSON API ([`Latest`]); on disk, alert state and the notification
-//! outbox ([`Store`]), and the run history ([`HistoryWriter`], [`HistoryReader`]). Consumes `&Outcome`; never sees probes.
+//! outbox ([`Store`], alert_state.rs), and the run history ([`HistoryWriter`],
+//! [`HistoryReader`], history.rs). Consumes `&Outcome`; never sees probes.
+//!
+//! May import: outcome, config (the history's limits), human, stats.
 
-mod disk;
+mod alert_state;
 mod history;
-pub use disk::{Pending, Store, StoreError};
+pub use alert_state::{Pending, Store, StoreError};
 #[cfg(test)]
 pub(crate) use history::sample;
 pub use history::{
@@ -16,6 +19,9 @@ use std::sync::RwLock;
 use std::time::SystemTime;
 
 use crate::outcome::Outcome;
+
+/// The store's file in the data directory (the agent writes it, `report` reads it).
+pub const DB_FILE: &str = "inferprobe.db";
 
 #[derive(Debug, Default)]
 struct ProbeState {

@@ -108,6 +108,22 @@ impl Receiver {
         self.post(&url, &body).await
     }
 
+    /// Sends one notification now, not through the outbox (`test-alert`: the operator
+    /// wants the answer now): a retryable failure is tried again twice, quickly, so a
+    /// receiver that is really down is reported in seconds, not after `give_up_after`.
+    pub async fn send_now(&self, n: &Notification, now: SystemTime) -> Delivery {
+        let mut result = self.send(n, now).await;
+        for attempt in 1..3 {
+            let Delivery::Retry { after, .. } = &result else {
+                break;
+            };
+            let wait = backoff(attempt, Duration::from_secs(2)).max(after.unwrap_or_default());
+            tokio::time::sleep(wait.min(Duration::from_secs(5))).await;
+            result = self.send(n, SystemTime::now()).await;
+        }
+        result
+    }
+
     /// Alertmanager only: re-sends the alerts still active, so they do not expire.
     async fn resend(&self, active: &[Firing], now: SystemTime) -> Delivery {
         let alerts: Vec<(&Alert, Event)> = active

@@ -19,7 +19,7 @@ pub fn body(n: &Notification, routing_key: &str) -> Value {
             "dedup_key": a.dedup_key,
         });
     }
-    let summary: String = a.summary.chars().take(MAX_SUMMARY).collect();
+    let summary = crate::human::first_chars(&a.summary, MAX_SUMMARY);
     let mut links = vec![json!({"href": a.api_url, "text": "inferprobe: this probe's results"})];
     if let Some(runbook) = &a.runbook_url {
         links.push(json!({"href": runbook, "text": "Runbook"}));

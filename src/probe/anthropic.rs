@@ -7,26 +7,41 @@
 //! ends the stream; errors after the stream started are `event: error`. Authentication
 //! is the user's `x-api-key` header; `anthropic-version` defaults to 2023-06-01 and can
 //! be overridden in `headers`.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, framing, generation.rs (the streaming driver) and endpoint.rs.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::endpoint;
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::ProbeConfig;
+use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
+
+/// `anthropic` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
+/// others.
+pub type Spec = GenerationSpec;
+
+/// Checks the `anthropic` keys of a probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
 
 pub struct AnthropicProbe {
     generation: Generation,
 }
 
 impl AnthropicProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(AnthropicProbe {
             generation: Generation::build(
                 config,
+                spec,
                 cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
@@ -172,7 +187,7 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
             let message = e
                 .error
                 .as_ref()
-                .and_then(|err| stream::json_error_message(&serde_json::json!({ "error": err })))
+                .and_then(|err| endpoint::json_error_message(&serde_json::json!({ "error": err })))
                 .unwrap_or_else(|| super::preview(&event.data));
             let kind = e
                 .error
@@ -210,6 +225,70 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
         _ => {}
     }
     Ok(facts)
+}
+
+// The simulator's side of this protocol.
+
+/// What `inferprobe simulate` writes on `/v1/messages`: the events the parser above reads.
+pub(crate) mod simulator {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::probe::dialect::{Dialect, Reply};
+
+    /// `POST /v1/messages`.
+    pub struct Messages;
+
+    impl Dialect for Messages {
+        fn route(&self) -> &'static str {
+            "/v1/messages"
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/max_tokens"
+        }
+
+        fn preamble(&self, reply: &Reply) -> Vec<String> {
+            vec![
+                reply.frame(
+                    Some("message_start"),
+                    &json!({"type": "message_start", "message": {"id": reply.id, "type": "message", "role": "assistant", "content": [], "model": reply.model, "stop_reason": null, "usage": {"input_tokens": 24, "output_tokens": 1}}}),
+                ),
+                reply.frame(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ),
+                reply.frame(Some("ping"), &json!({"type": "ping"})),
+            ]
+        }
+
+        fn token(&self, reply: &Reply, _i: u32, _n: u32, word: &str) -> String {
+            reply.frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word}}),
+            )
+        }
+
+        fn finish(&self, reply: &Reply, n: u32, _elapsed: Duration) -> Vec<String> {
+            vec![
+                reply.frame(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": 0})),
+                reply.frame(
+                    Some("message_delta"),
+                    &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null}, "usage": {"output_tokens": n}}),
+                ),
+                reply.frame(Some("message_stop"), &json!({"type": "message_stop"})),
+            ]
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            let message = "simulated engine failure mid-stream";
+            vec![reply.frame(
+                Some("error"),
+                &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
+            )]
+        }
+    }
 }
 
 #[cfg(test)]

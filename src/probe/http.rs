@@ -2,20 +2,54 @@
 //! anything else with a URL. Success is an accepted status (any 2xx unless
 //! `expect.status` lists others), a body read to its end within the cap, and the optional
 //! `expect.contains` text in it. TTFB is the response head; total is the last body byte.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload and endpoint.rs.
 
 use bytes::Bytes;
 
 use std::sync::Arc;
 
-use super::stream::{self, Endpoint};
+use super::endpoint::{self, Endpoint};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{ProbeConfig, Upload};
+use crate::config::{Checker, Images, Key, ProbeConfig, SpecKeys, Upload};
 use crate::outcome::{FailureReason, Observation};
 use crate::payload::images::{Image, ImageSet, bucket_of};
 
 /// Body bytes kept for `expect.contains`.
 const MAX_KEPT_BODY: usize = 64 * 1024;
+
+/// What an `http` probe sends: any method, and a body or images to upload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    pub method: http::Method,
+    pub body: Option<String>,
+    pub images: Option<Images>,
+}
+
+/// Checks the `http` keys of a probe into its [`Spec`]: `method`, `body` and `images`
+/// (not both of the last two); the `kserve_v2` keys are refused.
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    keys.refuse(cx, &[Key::Input, Key::ReadyCheck, Key::Outputs]);
+    let method = keys.method(cx);
+    let images = keys
+        .images
+        .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
+    if images.is_some() && keys.body.is_some() {
+        cx.error(
+            keys.probe,
+            &format!("{}.body", keys.prefix),
+            "an http probe sends either `body` or `images`, not both",
+        );
+    }
+    Some(Spec {
+        method: method?,
+        body: keys.body,
+        images,
+    })
+}
 
 pub struct HttpProbe {
     endpoint: Endpoint,
@@ -35,25 +69,25 @@ const BOUNDARY: &str = boundary!();
 const MULTIPART: &str = concat!("multipart/form-data; boundary=", boundary!());
 
 impl HttpProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
-        let uploads = match &config.images {
-            Some(spec) => Some((ImageSet::build(spec, &cx.images)?, spec.upload.clone())),
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+        let uploads = match &spec.images {
+            Some(images) => Some((ImageSet::build(images, &cx.images)?, images.upload.clone())),
             None => None,
         };
-        let base: &[_] = match (&uploads, config.body.is_some()) {
+        let base: &[_] = match (&uploads, spec.body.is_some()) {
             (Some((_, Upload::Multipart { .. })), _) => &[(http::header::CONTENT_TYPE, MULTIPART)],
             (_, true) => &[(http::header::CONTENT_TYPE, "application/json")],
             _ => &[],
         };
         // Uploads are POSTs unless the config says otherwise.
-        let method = match (&uploads, config.method == http::Method::GET) {
+        let method = match (&uploads, spec.method == http::Method::GET) {
             (Some(_), true) => http::Method::POST,
-            _ => config.method.clone(),
+            _ => spec.method.clone(),
         };
         Ok(HttpProbe {
             endpoint: Endpoint::build(config, &cx.roots, base)?,
             method,
-            body: Bytes::from(config.body.clone().unwrap_or_default()),
+            body: Bytes::from(spec.body.clone().unwrap_or_default()),
             uploads,
         })
     }
@@ -85,11 +119,11 @@ impl Probe for HttpProbe {
         else {
             return obs;
         };
-        let result = stream::read_body(&mut response.body, MAX_KEPT_BODY, cx, &mut obs).await;
+        let result = endpoint::read_body(&mut response.body, MAX_KEPT_BODY, cx, &mut obs).await;
         obs.bytes_received = response.body.received();
         obs.result = result.and_then(|kept| {
             let text = String::from_utf8_lossy(&kept);
-            stream::check_output(&self.endpoint.expect, &text, obs.bytes_received > 0, None)
+            endpoint::check_output(&self.endpoint.expect, &text, obs.bytes_received > 0, None)
         });
         self.endpoint.redact(&mut obs);
         obs

@@ -10,6 +10,10 @@
 //!
 //! With `ready_check`, the model's `/ready` endpoint is asked first and timed as its own
 //! phase; a model that is not ready fails the run before any inference is sent.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload and endpoint.rs.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -18,14 +22,46 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::stream::{self, Endpoint};
+use super::endpoint::{self, Endpoint};
 use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
-use crate::config::{Expect, ProbeConfig, TensorData, TensorInput};
+use crate::config::{Checker, Expect, Images, ProbeConfig, SpecKeys, TensorData, TensorInput};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{Image, ImageError, ImageSet, bucket_of};
 
 /// Response bytes kept for parsing; a classifier's answer is far smaller.
 const MAX_KEPT_RESPONSE: usize = 16 * 1024 * 1024;
+
+/// What a `kserve_v2` probe sends and asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// The tensor to send.
+    pub input: TensorInput,
+    /// The images an image tensor is made of.
+    pub images: Option<Images>,
+    /// Ask the model's `/ready` first.
+    pub ready_check: bool,
+    /// Output tensors to ask for (all, when empty).
+    pub outputs: Vec<String>,
+}
+
+/// Checks the `kserve_v2` keys of a probe into its [`Spec`]: `input` (required), images
+/// for it, `ready_check` and `outputs`. `method` and `body` are accepted and unused, as
+/// they always were (a method that is not one is an error).
+pub(crate) fn check(cx: &mut Checker<'_>, mut keys: SpecKeys<'_>) -> Option<Spec> {
+    keys.method(cx);
+    let images = keys
+        .images
+        .take()
+        .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
+    let input = cx.tensor_input(keys.probe, keys.prefix, keys.input.take(), images.as_ref());
+    keys.ready_check_url(cx);
+    Some(Spec {
+        input: input?,
+        images,
+        ready_check: keys.ready_check.unwrap_or(false),
+        outputs: keys.outputs.unwrap_or_default(),
+    })
+}
 
 pub struct KserveProbe {
     endpoint: Endpoint,
@@ -37,17 +73,14 @@ pub struct KserveProbe {
 }
 
 impl KserveProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         let endpoint = Endpoint::build(
             config,
             &cx.roots,
             &[(http::header::CONTENT_TYPE, "application/json")],
         )?;
-        let input = config
-            .input
-            .as_ref()
-            .expect("config requires an input for kserve_v2");
-        let outputs: Vec<_> = config.outputs.iter().map(|name| json!({"name": name})).collect();
+        let input = &spec.input;
+        let outputs: Vec<_> = spec.outputs.iter().map(|name| json!({"name": name})).collect();
         let body = |tensor: serde_json::Value| {
             let mut request = json!({"id": "inferprobe", "inputs": [tensor]});
             if !outputs.is_empty() {
@@ -58,11 +91,11 @@ impl KserveProbe {
         let bodies = match &input.data {
             TensorData::Literal(values) => vec![(body(tensor(input, json!(values))), "none")],
             _ => {
-                let spec = config
+                let images = spec
                     .images
                     .as_ref()
                     .expect("config requires images for image inputs");
-                let images = ImageSet::build(spec, &cx.images)?;
+                let images = ImageSet::build(images, &cx.images)?;
                 images
                     .images()
                     .iter()
@@ -74,7 +107,7 @@ impl KserveProbe {
             }
         };
         // Same server, same query string (it may carry a key): .../infer -> .../ready.
-        let ready_path = config.ready_check.then(|| {
+        let ready_path = spec.ready_check.then(|| {
             let path = config
                 .url
                 .path()
@@ -158,7 +191,7 @@ impl Probe for KserveProbe {
                 .open(ready, cx, &mut check, cx.deadline, FailureReason::TimeoutTotal)
                 .await;
             if let Some(mut response) = opened
-                && let Err(f) = stream::read_body(&mut response.body, 0, cx, &mut check).await
+                && let Err(f) = endpoint::read_body(&mut response.body, 0, cx, &mut check).await
             {
                 check.result = Err(f);
             }
@@ -200,7 +233,7 @@ impl KserveProbe {
         else {
             return obs;
         };
-        let body = match stream::read_body(&mut response.body, MAX_KEPT_RESPONSE, cx, &mut obs).await {
+        let body = match endpoint::read_body(&mut response.body, MAX_KEPT_RESPONSE, cx, &mut obs).await {
             Ok(b) => b,
             Err(f) => {
                 obs.result = Err(f);

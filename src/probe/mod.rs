@@ -1,28 +1,36 @@
-//! Probes: one file per API kind behind the small [`Probe`] trait, and the closed
-//! [`AnyProbe`] enum that dispatches to them (no registry: the list of kinds is the
-//! `kind:` tag of the YAML).
+//! Probes: one file per API kind behind the small [`Probe`] trait; kinds.rs is the closed
+//! list of them ([`kinds::Kind`], [`AnyProbe`]) and the dispatch (no registry: the list
+//! of kinds is the `kind:` tag of the YAML). generation.rs is the streaming driver the
+//! LLM kinds share, endpoint.rs the phase-timed request every kind sends with, and
+//! dialect.rs the trait each streaming kind implements to write its protocol's side in
+//! the simulator.
 //!
 //! A probe sends one request and says what happened; it never sleeps, retries or records
 //! metrics. [`ReadyProbe::run_once`] gives every run its deadlines and stamps the result
-//! into an [`Outcome`]. Probes see only config, outcome, framing, net and payload.
+//! into an [`Outcome`]. Probes import config, outcome, net, payload, redact and human
+//! (ARCHITECTURE.md's rooms table, held by tests/architecture.rs).
 
 pub mod anthropic;
+pub mod dialect;
+mod endpoint;
 pub mod framing;
+mod generation;
 pub mod http;
+pub mod kinds;
 pub mod kserve_v2;
 pub mod ollama;
 pub mod openai;
-mod stream;
 pub mod tgi;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::config::{Kind, ProbeConfig, display_url};
+use crate::config::{ProbeConfig, display_url};
 use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
 use crate::payload::images::{ImageError, ImageStore};
 use crate::redact::{Redactor, SharedRedactor};
+pub use kinds::AnyProbe;
 
 /// What building a probe needs besides its config: the TLS roots (loaded once), the
 /// image store (shared, so each image is encoded once for all probes and reloads) and
@@ -55,7 +63,7 @@ impl Default for BuildContext {
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error(transparent)]
-    Client(#[from] crate::net::BuildError),
+    Client(#[from] crate::net::TlsSetupError),
     #[error(transparent)]
     Image(#[from] ImageError),
 }
@@ -96,29 +104,6 @@ pub trait Probe {
     fn run(&self, limits: &RunLimits) -> impl Future<Output = Observation> + Send;
 }
 
-/// The closed set of probe kinds.
-pub enum AnyProbe {
-    OpenAi(openai::OpenAiProbe),
-    Ollama(ollama::OllamaProbe),
-    Tgi(tgi::TgiProbe),
-    Anthropic(anthropic::AnthropicProbe),
-    Kserve(kserve_v2::KserveProbe),
-    Http(http::HttpProbe),
-}
-
-impl Probe for AnyProbe {
-    async fn run(&self, limits: &RunLimits) -> Observation {
-        match self {
-            AnyProbe::OpenAi(p) => p.run(limits).await,
-            AnyProbe::Ollama(p) => p.run(limits).await,
-            AnyProbe::Tgi(p) => p.run(limits).await,
-            AnyProbe::Anthropic(p) => p.run(limits).await,
-            AnyProbe::Kserve(p) => p.run(limits).await,
-            AnyProbe::Http(p) => p.run(limits).await,
-        }
-    }
-}
-
 /// A probe built from its config: client made, prompts loaded, identity fixed. This is
 /// what the scheduler runs; the config it came from is kept to detect changes on reload.
 pub struct ReadyProbe {
@@ -130,16 +115,7 @@ pub struct ReadyProbe {
 
 impl ReadyProbe {
     pub fn build(config: &ProbeConfig, location: &str, cx: &BuildContext) -> Result<Self, BuildError> {
-        let probe = match config.kind {
-            Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
-                AnyProbe::OpenAi(openai::OpenAiProbe::build(config, cx)?)
-            }
-            Kind::Ollama => AnyProbe::Ollama(ollama::OllamaProbe::build(config, cx)?),
-            Kind::Tgi => AnyProbe::Tgi(tgi::TgiProbe::build(config, cx)?),
-            Kind::Anthropic => AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, cx)?),
-            Kind::KserveV2 => AnyProbe::Kserve(kserve_v2::KserveProbe::build(config, cx)?),
-            Kind::Http => AnyProbe::Http(http::HttpProbe::build(config, cx)?),
-        };
+        let probe = AnyProbe::build(config, cx)?;
         let identity = ProbeIdentity {
             name: config.name.clone(),
             kind: config.kind.as_str(),
@@ -197,6 +173,19 @@ impl ReadyProbe {
     }
 }
 
+/// Builds every probe of a config, or says which one cannot be built.
+pub fn build_probes(
+    config: &crate::config::Config,
+    location: &str,
+    cx: &BuildContext,
+) -> Result<Vec<ReadyProbe>, (String, BuildError)> {
+    config
+        .probes
+        .iter()
+        .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.clone(), e)))
+        .collect()
+}
+
 /// The start of a server's text for a message: at most 80 characters. Cut with an
 /// ellipsis, which tells the redaction (applied later, in `run_once`) that a secret's
 /// start before it may be all that is left of one.
@@ -210,22 +199,6 @@ pub(crate) fn redactor_for(config: &ProbeConfig) -> Redactor {
     let mut r = Redactor::default();
     r.add_probe(config);
     r
-}
-
-/// `Basic <base64>` for credentials in a URL's userinfo, if it has any.
-pub(crate) fn basic_auth_from_url(url: &::http::Uri) -> Option<String> {
-    use base64::Engine as _;
-    let (userinfo, _) = url.authority()?.as_str().rsplit_once('@')?;
-    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-    let pair = format!(
-        "{}:{}",
-        crate::redact::percent_decode(user),
-        crate::redact::percent_decode(password)
-    );
-    Some(format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    ))
 }
 
 #[cfg(test)]

@@ -6,6 +6,10 @@
 //! tokens) and the server's own durations in nanoseconds, which we export apart from our
 //! measurements. A mid-stream error is a line `{"error": "..."}` with no `done` field: a
 //! parser waiting for `done` would hang, so every line is checked for it first.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload, framing and generation.rs (the streaming driver).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,12 +18,21 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::ProbeConfig;
+use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::Image;
+
+/// `ollama` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
+/// others.
+pub type Spec = GenerationSpec;
+
+/// Checks the `ollama` keys of a probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
 
 pub struct OllamaProbe {
     generation: Generation,
@@ -28,9 +41,14 @@ pub struct OllamaProbe {
 }
 
 impl OllamaProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OllamaProbe {
-            generation: Generation::build(config, cx, &[(http::header::CONTENT_TYPE, "application/json")])?,
+            generation: Generation::build(
+                config,
+                spec,
+                cx,
+                &[(http::header::CONTENT_TYPE, "application/json")],
+            )?,
             generate: config.url.path().trim_end_matches('/').ends_with("/api/generate"),
         })
     }
@@ -196,6 +214,97 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
         }
     }
     Ok(facts)
+}
+
+// The simulator's side of this protocol.
+
+/// What `inferprobe simulate` writes on `/api/chat` and `/api/generate`: the JSON lines the
+/// parser above reads, the last one with the durations Ollama reports about itself.
+pub(crate) mod simulator {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::probe::dialect::{Dialect, Reply};
+
+    /// `POST /api/chat`.
+    pub struct Chat;
+    /// `POST /api/generate`.
+    pub struct Generate;
+
+    impl Dialect for Chat {
+        fn route(&self) -> &'static str {
+            "/api/chat"
+        }
+
+        fn ndjson(&self) -> bool {
+            true
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/options/num_predict"
+        }
+
+        fn token(&self, reply: &Reply, _i: u32, _n: u32, word: &str) -> String {
+            reply.frame(
+                None,
+                &json!({"model": reply.model, "created_at": "2026-01-01T00:00:00Z", "message": {"role": "assistant", "content": word}, "done": false}),
+            )
+        }
+
+        fn finish(&self, reply: &Reply, n: u32, elapsed: Duration) -> Vec<String> {
+            let mut done = done(reply, n, elapsed);
+            done["message"] = json!({"role": "assistant", "content": ""});
+            vec![reply.frame(None, &done)]
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            in_band_error(reply)
+        }
+    }
+
+    impl Dialect for Generate {
+        fn route(&self) -> &'static str {
+            "/api/generate"
+        }
+
+        fn ndjson(&self) -> bool {
+            true
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/options/num_predict"
+        }
+
+        fn token(&self, reply: &Reply, _i: u32, _n: u32, word: &str) -> String {
+            reply.frame(
+                None,
+                &json!({"model": reply.model, "created_at": "2026-01-01T00:00:00Z", "response": word, "done": false}),
+            )
+        }
+
+        fn finish(&self, reply: &Reply, n: u32, elapsed: Duration) -> Vec<String> {
+            let mut done = done(reply, n, elapsed);
+            done["response"] = json!("");
+            vec![reply.frame(None, &done)]
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            in_band_error(reply)
+        }
+    }
+
+    /// The last line after `n` tokens, without its empty message or response.
+    fn done(reply: &Reply, n: u32, elapsed: Duration) -> serde_json::Value {
+        let ns = elapsed.as_nanos() as u64;
+        json!({"model": reply.model, "created_at": "2026-01-01T00:00:01Z", "done": true, "done_reason": "length",
+            "total_duration": ns, "load_duration": 1_000_000, "prompt_eval_count": 24, "prompt_eval_duration": ns / 4,
+            "eval_count": n, "eval_duration": ns / 2})
+    }
+
+    fn in_band_error(reply: &Reply) -> Vec<String> {
+        vec![reply.frame(None, &json!({"error": "simulated engine failure mid-stream"}))]
+    }
 }
 
 #[cfg(test)]

@@ -17,17 +17,22 @@
 //! `response.incomplete`, e.g. at `max_output_tokens`), failures as `response.failed` or
 //! an `error` event, and no `[DONE]` (tolerated after the terminal event, where the
 //! stream has already ended; before it, the answer was cut short).
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, payload, framing, generation.rs (the streaming driver) and endpoint.rs.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use super::endpoint;
 use super::framing::Event;
-use super::stream::{self, EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Kind, ProbeConfig};
+use crate::config::{Checker, Kind, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{DataUrl, Image};
 
@@ -39,13 +44,22 @@ enum Api {
     Responses,
 }
 
+/// The three OpenAI kinds take the keys every LLM kind takes (prompts, `max_tokens`,
+/// images where [`Kind::takes_images`]), and no others.
+pub type Spec = GenerationSpec;
+
+/// Checks the keys of an `openai_*` probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
+
 pub struct OpenAiProbe {
     api: Api,
     generation: Generation,
 }
 
 impl OpenAiProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OpenAiProbe {
             api: match config.kind {
                 Kind::OpenAiChat => Api::Chat,
@@ -54,6 +68,7 @@ impl OpenAiProbe {
             },
             generation: Generation::build(
                 config,
+                spec,
                 cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
@@ -292,7 +307,7 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
         )
     })?;
     if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
-        let message = stream::json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
+        let message = endpoint::json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
         return Err(Failure::new(
             FailureReason::StreamError,
             format!("in-band error: {message}"),
@@ -425,7 +440,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             ));
         }
         "error" => {
-            let message = stream::json_error_message(&v).unwrap_or_else(|| super::preview(data));
+            let message = endpoint::json_error_message(&v).unwrap_or_else(|| super::preview(data));
             return Err(Failure::new(
                 FailureReason::StreamError,
                 format!("in-band error: {message}"),
@@ -439,9 +454,166 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
 fn stream_error(raw: &str) -> Failure {
     let message = serde_json::from_str::<serde_json::Value>(raw)
         .ok()
-        .and_then(|v| stream::json_error_message(&v))
+        .and_then(|v| endpoint::json_error_message(&v))
         .unwrap_or_else(|| super::preview(raw));
     Failure::new(FailureReason::StreamError, format!("in-band error: {message}"))
+}
+
+// The simulator's side of this protocol.
+
+/// What `inferprobe simulate` writes for these routes: the messages the parser above
+/// reads. A chat stream opens with a role chunk, sent at once before any token exists (as
+/// old vLLM did), so a prober that stops the TTFT clock on it reports ~0.
+pub(crate) mod simulator {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::probe::dialect::{Dialect, Reply};
+
+    /// `POST /v1/chat/completions`.
+    pub struct Chat;
+    /// `POST /v1/completions`.
+    pub struct Completions;
+    /// `POST /v1/responses`.
+    pub struct Responses;
+
+    impl Dialect for Chat {
+        fn route(&self) -> &'static str {
+            "/v1/chat/completions"
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/max_tokens"
+        }
+
+        fn preamble(&self, reply: &Reply) -> Vec<String> {
+            vec![chunk(reply, true, None, None)]
+        }
+
+        fn token(&self, reply: &Reply, _i: u32, _n: u32, word: &str) -> String {
+            chunk(reply, true, Some(word), None)
+        }
+
+        fn finish(&self, reply: &Reply, n: u32, _elapsed: Duration) -> Vec<String> {
+            finish(reply, true, n)
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            in_band_error(reply)
+        }
+    }
+
+    impl Dialect for Completions {
+        fn route(&self) -> &'static str {
+            "/v1/completions"
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/max_tokens"
+        }
+
+        fn token(&self, reply: &Reply, _i: u32, _n: u32, word: &str) -> String {
+            chunk(reply, false, Some(word), None)
+        }
+
+        fn finish(&self, reply: &Reply, n: u32, _elapsed: Duration) -> Vec<String> {
+            finish(reply, false, n)
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            in_band_error(reply)
+        }
+    }
+
+    /// A chat chunk (`chat`) or a completions chunk: a token, the role chunk (no text, no
+    /// finish reason) or the last chunk (a finish reason).
+    fn chunk(reply: &Reply, chat: bool, text: Option<&str>, finish: Option<&str>) -> String {
+        let choice = if chat {
+            let delta = match (text, finish) {
+                (Some(t), _) => json!({"content": t}),
+                (None, None) => json!({"role": "assistant", "content": ""}),
+                (None, Some(_)) => json!({}),
+            };
+            json!({"index": 0, "delta": delta, "finish_reason": finish})
+        } else {
+            json!({"index": 0, "text": text.unwrap_or(""), "logprobs": null, "finish_reason": finish})
+        };
+        reply.frame(
+            None,
+            &json!({"id": reply.id, "object": object(chat), "created": reply.created, "model": reply.model, "choices": [choice]}),
+        )
+    }
+
+    fn object(chat: bool) -> &'static str {
+        if chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        }
+    }
+
+    fn finish(reply: &Reply, chat: bool, n: u32) -> Vec<String> {
+        let mut out = vec![chunk(reply, chat, None, Some("length"))];
+        if reply.include_usage {
+            out.push(reply.frame(
+                None,
+                &json!({"id": reply.id, "object": object(chat), "created": reply.created, "model": reply.model, "choices": [],
+                    "usage": {"prompt_tokens": 24, "completion_tokens": n, "total_tokens": 24 + n}}),
+            ));
+        }
+        out.push("data: [DONE]\n\n".to_owned());
+        out
+    }
+
+    /// vLLM's shape: an `error` object in a data event, then `[DONE]`.
+    fn in_band_error(reply: &Reply) -> Vec<String> {
+        let message = "simulated engine failure mid-stream";
+        vec![
+            reply.frame(None, &json!({"error": {"object": "error", "message": message, "type": "InternalServerError", "code": 500}})),
+            "data: [DONE]\n\n".to_owned(),
+        ]
+    }
+
+    impl Dialect for Responses {
+        fn route(&self) -> &'static str {
+            "/v1/responses"
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/max_output_tokens"
+        }
+
+        fn preamble(&self, reply: &Reply) -> Vec<String> {
+            vec![reply.frame(
+                Some("response.created"),
+                &json!({"type": "response.created", "sequence_number": 0, "response": {"id": reply.id, "status": "in_progress"}}),
+            )]
+        }
+
+        fn token(&self, reply: &Reply, i: u32, _n: u32, word: &str) -> String {
+            reply.frame(
+                Some("response.output_text.delta"),
+                &json!({"type": "response.output_text.delta", "sequence_number": i + 1, "item_id": "msg_sim", "output_index": 0, "content_index": 0, "delta": word}),
+            )
+        }
+
+        fn finish(&self, reply: &Reply, n: u32, _elapsed: Duration) -> Vec<String> {
+            vec![reply.frame(
+                Some("response.completed"),
+                &json!({"type": "response.completed", "sequence_number": n + 1, "response": {"id": reply.id, "status": "completed",
+                    "usage": {"input_tokens": 24, "output_tokens": n, "total_tokens": 24 + n}}}),
+            )]
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            let message = "simulated engine failure mid-stream";
+            vec![reply.frame(
+                Some("response.failed"),
+                &json!({"type": "response.failed", "response": {"id": reply.id, "status": "failed", "error": {"code": "server_error", "message": message}}}),
+            )]
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,26 +5,40 @@
 //! answer); the last event has non-null `details` (with `generated_tokens`) and
 //! `generated_text`, and there is no `[DONE]`; a mid-stream error is
 //! `data: {"error": "...", "error_type": "..."}`.
+//!
+//! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
+//! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
+//! it. Imports config, outcome, framing and generation.rs (the streaming driver).
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
-use super::stream::{EventFacts, Framing, Generation, Protocol, normalize_finish_reason};
+use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::ProbeConfig;
+use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
+
+/// `tgi` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
+/// others.
+pub type Spec = GenerationSpec;
+
+/// Checks the `tgi` keys of a probe into its [`Spec`].
+pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
+    GenerationSpec::check(cx, keys)
+}
 
 pub struct TgiProbe {
     generation: Generation,
 }
 
 impl TgiProbe {
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(TgiProbe {
             generation: Generation::build(
                 config,
+                spec,
                 cx,
                 &[
                     (http::header::CONTENT_TYPE, "application/json"),
@@ -142,6 +156,61 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
         finish_reason,
         ..EventFacts::default()
     })
+}
+
+// The simulator's side of this protocol.
+
+/// What `inferprobe simulate` writes on `/generate_stream`: the events the parser above
+/// reads.
+pub(crate) mod simulator {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::probe::dialect::{Dialect, Reply};
+
+    /// `POST /generate_stream`.
+    pub struct GenerateStream;
+
+    impl Dialect for GenerateStream {
+        fn route(&self) -> &'static str {
+            "/generate_stream"
+        }
+
+        fn max_tokens_at(&self) -> &'static str {
+            "/parameters/max_new_tokens"
+        }
+
+        /// The last token carries the details.
+        fn token(&self, reply: &Reply, i: u32, n: u32, word: &str) -> String {
+            let last = i + 1 == n;
+            let details = last.then(|| json!({"finish_reason": "length", "generated_tokens": n, "input_length": 24, "seed": null}));
+            let text = last.then_some("(the whole answer)");
+            reply.frame(
+                None,
+                &json!({"index": i + 1, "token": {"id": 1000 + i, "text": word, "logprob": -0.5, "special": false}, "generated_text": text, "details": details}),
+            )
+        }
+
+        /// The last token event carried the details; the body just ends.
+        fn finish(&self, _reply: &Reply, _n: u32, _elapsed: Duration) -> Vec<String> {
+            vec![]
+        }
+
+        fn in_band_error(&self, reply: &Reply) -> Vec<String> {
+            let message = "simulated engine failure mid-stream";
+            vec![reply.frame(None, &json!({"error": message, "error_type": "generation"}))]
+        }
+
+        /// TGI always sends a last token: here only the special end-of-sequence one.
+        fn empty_end(&self, reply: &Reply) -> Vec<String> {
+            vec![reply.frame(
+                None,
+                &json!({"index": 1, "token": {"id": 2, "text": "</s>", "logprob": -0.1, "special": true}, "generated_text": "",
+                    "details": {"finish_reason": "eos_token", "generated_tokens": 1, "input_length": 24, "seed": null}}),
+            )]
+        }
+    }
 }
 
 #[cfg(test)]

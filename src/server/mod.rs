@@ -24,6 +24,9 @@ pub mod webconfig;
 pub use listener::{ListenerLimits, raise_descriptor_limit};
 pub use webconfig::{WebConfig, WebHandle};
 
+/// The agent's port when neither `--listen` nor agent.listen says otherwise.
+pub const DEFAULT_PORT: u16 = 9464;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -92,7 +92,11 @@ impl RunRecord {
             probe: outcome.probe.name.clone(),
             location: outcome.probe.location.clone(),
             reason: o.failure().map(|f| f.reason.as_str().to_owned()),
-            message: o.failure().map(|f| shorten(&f.message)),
+            // Messages are redacted where they enter the outcome, so a plain cut is
+            // enough here.
+            message: o
+                .failure()
+                .map(|f| crate::human::shorten(&f.message, MESSAGE_CHARS)),
             status: o.http_status,
             ttfb: o.ttfb(),
             ttft: o.ttft(),
@@ -129,9 +133,25 @@ impl RunRecord {
     }
 }
 
-/// Messages are redacted where they enter the outcome, so a plain cut is enough here.
-fn shorten(s: &str) -> String {
-    crate::human::shorten(s, MESSAGE_CHARS)
+impl crate::stats::Run for RunRecord {
+    fn at(&self) -> SystemTime {
+        self.at
+    }
+    fn probe(&self) -> &str {
+        &self.probe
+    }
+    fn location(&self) -> &str {
+        &self.location
+    }
+    fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+    fn ttft(&self) -> Option<Duration> {
+        self.ttft
+    }
+    fn total(&self) -> Option<Duration> {
+        self.total
+    }
 }
 
 // Runs are nearly every message: boxing them would cost an allocation per run.

@@ -1,6 +1,7 @@
 //! Shared test helpers: in-process simulators and fake servers on 127.0.0.1:0, probes
 //! built from YAML snippets, the real binary started as a daemon, and external tools
 //! (promtool) that skip with a reason on a developer's machine but fail under CI=true.
+//! The fake servers speak HTTP/1 with the simulator's wire code (`simulate::http1`).
 #![allow(dead_code)]
 
 pub mod browser;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use inferprobe::config;
 use inferprobe::outcome::Outcome;
 use inferprobe::probe::{BuildContext, ReadyProbe};
+use inferprobe::simulate::http1::{self, RequestHead};
 use inferprobe::simulate::{self, Script, Simulator};
 
 pub async fn simulator(script: Script) -> Simulator {
@@ -91,6 +93,10 @@ pub enum Step {
 /// then plays the steps `script` returns for it and closes. A step that cannot write (the
 /// client went away) ends the connection. For byte-exact faults: stalls, drips, cut
 /// streams, endless bodies.
+///
+/// Not the simulator's server: that one plays protocols with faults drawn from a script,
+/// these play whatever bytes a test chooses, on plain threads (usable from sync and async
+/// tests alike). They share its wire code: the request head parser and the reply builders.
 pub fn scripted_server(script: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static) -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -139,44 +145,37 @@ pub fn scripted_server(script: impl Fn(&Received) -> Vec<Step> + Send + Sync + '
 }
 
 /// Reads one request (head, and a body of Content-Length bytes); `None` if the client
-/// closed first.
+/// closed first (or sent no HTTP). The head is parsed by the simulator's wire code; the
+/// loop is blocking, as these servers run on threads outside any runtime, and a body cut
+/// short is kept as far as it came.
 fn read_request(s: &mut TcpStream) -> Option<Received> {
     let mut buf = vec![0u8; 1 << 16];
     let mut data = Vec::new();
-    let head_end = loop {
-        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
+    let head = loop {
+        if let Some(head) = RequestHead::parse(&data).ok()? {
+            break head;
         }
         match s.read(&mut buf) {
             Ok(0) | Err(_) => return None,
             Ok(n) => data.extend_from_slice(&buf[..n]),
         }
     };
-    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
-    let mut lines = head.lines();
-    let mut first = lines.next().unwrap_or_default().split_whitespace();
-    let method = first.next().unwrap_or_default().to_owned();
-    let path = first.next().unwrap_or_default().to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    while data.len() < head_end + length {
+    let length = head.content_length();
+    while data.len() < head.len + length {
         match s.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => data.extend_from_slice(&buf[..n]),
         }
     }
-    let body = data[head_end..(head_end + length).min(data.len())].to_vec();
+    let body = data[head.len..(head.len + length).min(data.len())].to_vec();
     Some(Received {
-        method,
-        path,
-        headers,
+        method: head.method,
+        path: head.target,
+        headers: head
+            .headers
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect(),
         body,
     })
 }
@@ -430,11 +429,7 @@ pub fn answering_server(respond: impl Fn(&Received) -> Vec<u8> + Send + Sync + '
 
 /// An HTTP/1.1 reply with a body, closing the connection.
 pub fn reply(status: u16, body: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
+    http1::json_response(status, "X", body, &[("Connection", "close")]).into_bytes()
 }
 
 /// How a [`chunked_reply`] ends its body.
@@ -449,13 +444,13 @@ pub enum BodyEnd {
 /// A 200 reply of `content_type` whose body is `parts` in HTTP/1.1 chunks (one chunk per
 /// part, as servers flush each event), keep-alive framing, ending as `end` says.
 pub fn chunked_reply(content_type: &str, parts: &[&str], end: BodyEnd) -> Vec<u8> {
-    let mut out =
-        format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n\r\n");
+    let mut out = http1::chunked_head(content_type, &[]);
+    // An empty chunk would be the last chunk.
     for p in parts.iter().filter(|p| !p.is_empty()) {
-        out.push_str(&format!("{:x}\r\n{p}\r\n", p.len()));
+        http1::push_chunk(&mut out, p);
     }
     if end == BodyEnd::LastChunk {
-        out.push_str("0\r\n\r\n");
+        out.push_str(http1::LAST_CHUNK);
     }
     out.into_bytes()
 }

@@ -7,9 +7,8 @@
 //! `reuse_connections` an idle connection is kept between runs and the run reports that
 //! it reused one (so its TTFB has no connect or TLS in it).
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
@@ -21,6 +20,7 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 
+use super::{TlsRoots, TlsSetupError};
 use crate::config::TlsConfig;
 use crate::outcome::{FailureReason, Marks, Observation};
 
@@ -85,158 +85,6 @@ pub fn is_agent_exhaustion(e: &std::io::Error) -> bool {
             e.raw_os_error(),
             Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
         )
-}
-
-/// Errors building a client: bad CA file, bad server name.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error("cannot read CA file {path}: {message}")]
-    CaFile { path: String, message: String },
-    #[error("invalid TLS server name `{0}`")]
-    ServerName(String),
-    #[error("TLS setup failed: {0}")]
-    Tls(String),
-}
-
-/// TLS settings: the system roots (or, on images without a CA bundle, Mozilla's roots
-/// compiled in), loaded once, and one client config per CA file, shared by every probe
-/// that uses it (a root store is ~100 KB: thousands of copies would dominate memory).
-#[derive(Clone)]
-pub struct TlsRoots {
-    roots: Arc<rustls::RootCertStore>,
-    configs: Arc<Mutex<std::collections::HashMap<Option<std::path::PathBuf>, Arc<rustls::ClientConfig>>>>,
-}
-
-/// The one client for control-plane HTTP (pages, remote_write): rustls with our
-/// provider and roots, its own retries and redirects off (ours are counted).
-pub fn control_plane_client(
-    roots: &TlsRoots,
-    ca_file: Option<&Path>,
-    timeout: Duration,
-) -> Result<reqwest::Client, BuildError> {
-    let tls = roots.client_config(ca_file)?;
-    reqwest::Client::builder()
-        .tls_backend_preconfigured((*tls).clone())
-        .timeout(timeout)
-        .connect_timeout(timeout.min(Duration::from_secs(5)))
-        .redirect(reqwest::redirect::Policy::none())
-        .retry(reqwest::retry::never())
-        .user_agent(concat!("inferprobe/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| BuildError::Tls(e.to_string()))
-}
-
-impl TlsRoots {
-    pub fn system() -> Self {
-        let mut roots = rustls::RootCertStore::empty();
-        let native = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(native.certs);
-        if roots.is_empty() {
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        }
-        TlsRoots {
-            roots: Arc::new(roots),
-            configs: Arc::default(),
-        }
-    }
-
-    /// The TLS settings for a CA file (system roots plus the file), built once per file.
-    pub fn client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
-        let key = ca_file.map(Path::to_path_buf);
-        if let Some(c) = self.configs.lock().expect("tls configs").get(&key) {
-            return Ok(c.clone());
-        }
-        let config = self.make_client_config(ca_file)?;
-        self.configs
-            .lock()
-            .expect("tls configs")
-            .insert(key, config.clone());
-        Ok(config)
-    }
-
-    /// For `tls.insecure_skip_verify`: any certificate is accepted, but the handshake's
-    /// signatures are still checked (a broken server still fails as `tls`).
-    pub fn unverified_client_config(&self) -> Arc<rustls::ClientConfig> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = Arc::new(AnyCertificate(provider.clone()));
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default protocol versions")
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Arc::new(config)
-    }
-
-    fn make_client_config(&self, ca_file: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, BuildError> {
-        let mut roots = (*self.roots).clone();
-        if let Some(path) = ca_file {
-            let ca_err = |message: String| BuildError::CaFile {
-                path: path.display().to_string(),
-                message,
-            };
-            let pem = crate::config::files::read_regular(path, crate::config::files::MAX_CA_FILE_BYTES)
-                .map_err(|e| ca_err(e.to_string()))?;
-            let certs: Vec<_> = rustls::pki_types::pem::PemObject::pem_slice_iter(&pem)
-                .collect::<Result<_, _>>()
-                .map_err(|e| ca_err(format!("{e:?}")))?;
-            if certs.is_empty() {
-                return Err(ca_err("no PEM certificate in the file".into()));
-            }
-            for cert in certs {
-                roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| BuildError::Tls(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
-    }
-}
-
-/// Accepts every certificate chain; verifies handshake signatures with the provider's
-/// algorithms, so the connection is still a working TLS session.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 struct TlsTarget {
@@ -308,7 +156,7 @@ pub struct ResponseStream<'a> {
 }
 
 impl HttpClient {
-    pub fn new(url: &Uri, roots: &TlsRoots, tls: &TlsConfig, reuse: bool) -> Result<Self, BuildError> {
+    pub fn new(url: &Uri, roots: &TlsRoots, tls: &TlsConfig, reuse: bool) -> Result<Self, TlsSetupError> {
         let https = url.scheme_str() == Some("https");
         let raw_host = url.host().unwrap_or_default();
         let host = raw_host.trim_start_matches('[').trim_end_matches(']').to_owned();
@@ -326,14 +174,15 @@ impl HttpClient {
             };
             Some(TlsTarget {
                 config,
-                server_name: ServerName::try_from(name.clone()).map_err(|_| BuildError::ServerName(name))?,
+                server_name: ServerName::try_from(name.clone())
+                    .map_err(|_| TlsSetupError::ServerName(name))?,
             })
         } else {
             None
         };
         Ok(HttpClient {
             authority: HeaderValue::from_str(&authority)
-                .map_err(|_| BuildError::ServerName(authority.clone()))?,
+                .map_err(|_| TlsSetupError::ServerName(authority.clone()))?,
             host,
             port,
             tls,
@@ -625,87 +474,6 @@ fn describe_hyper_error(e: &hyper::Error) -> String {
         source = cause.source();
     }
     s
-}
-
-/// Response bytes kept for error messages from control-plane peers: a misbehaving peer
-/// must not make us read an endless body.
-const MAX_ERROR_BODY: usize = 512;
-
-/// reqwest's error text without the URL (a Slack URL is a secret).
-pub fn describe_error(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-pub async fn read_capped(mut response: reqwest::Response) -> String {
-    let mut out = Vec::new();
-    while let Ok(Some(chunk)) = response.chunk().await {
-        out.extend_from_slice(&chunk);
-        if out.len() >= MAX_ERROR_BODY {
-            out.truncate(MAX_ERROR_BODY);
-            break;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// A response's Retry-After in seconds, if it has one.
-pub fn retry_after(response: &reqwest::Response) -> Option<Duration> {
-    response
-        .headers()
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs)
-}
-
-/// First retry delay of control-plane requests; doubles per attempt up to a maximum.
-const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
-
-/// Exponential backoff with jitter: attempt 1 waits about 1 s, then 2, 4, ... up to
-/// `max`, each scaled by a random factor in [0.5, 1) so that agents which lost the same
-/// receiver at the same moment do not retry in lockstep.
-pub fn backoff(attempts: u32, max: Duration) -> Duration {
-    let exp = INITIAL_BACKOFF.saturating_mul(1u32 << attempts.saturating_sub(1).min(20));
-    exp.min(max).mul_f64(0.5 + 0.5 * random_unit())
-}
-
-/// A random number in [0, 1) from the std hasher's per-process random keys.
-fn random_unit() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-#[cfg(test)]
-mod backoff_tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_with_jitter_up_to_the_cap() {
-        let max = Duration::from_secs(300);
-        for attempt in 1..=12 {
-            let full = INITIAL_BACKOFF.saturating_mul(1 << (attempt - 1)).min(max);
-            for _ in 0..20 {
-                let d = backoff(attempt, max);
-                assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} vs {full:?}");
-            }
-        }
-        assert!(backoff(1000, max) <= max);
-    }
 }
 
 #[cfg(test)]

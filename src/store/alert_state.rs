@@ -1,5 +1,6 @@
-//! The durable store: one SQLite file in the data directory (`inferprobe.db`), holding
-//! alert state and the outbox of undelivered notifications, and later the run history.
+//! Alert state and the outbox of undelivered notifications, in the durable store: one
+//! SQLite file in the data directory (`inferprobe.db`), which [`Store::open`] creates and
+//! locks. The run history lives in the same file (history.rs).
 //!
 //! Why SQLite (rusqlite, compiled in): transactions make "save the alert state and
 //! enqueue its notifications" one atomic step, so a `kill -9` between the two cannot
@@ -114,7 +115,7 @@ impl Store {
         }
         let lock_path = dir.join("inferprobe.lock");
         locks.push(take_lock(dir, &lock_path, File::create(&lock_path))?);
-        let path = dir.join("inferprobe.db");
+        let path = dir.join(super::DB_FILE);
         let open_err = |source| StoreError::Open {
             path: path.clone(),
             source,

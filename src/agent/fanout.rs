@@ -1,0 +1,137 @@
+//! The fan-out: the single consumer of the scheduler's events. Each finished run goes
+//! to the metrics first, then the stores (latest, history, alert state), then the log
+//! line; between events it commits what paging holds back once it is due.
+//!
+//! May import: metrics, outcome, schedule, store, and paging (its sibling).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::paging::Paging;
+use crate::metrics::Metrics;
+use crate::outcome::{Outcome, ProbeIdentity};
+use crate::schedule::RunEvent;
+use crate::store::{HistoryWriter, Latest, RunRecord};
+
+/// The identity of each configured probe, by name. An outcome whose identity is not the
+/// current one (its probe was removed or changed while the run was in flight) is
+/// logged but not recorded, so it cannot bring back a deleted probe's series.
+pub(super) type Current = Arc<std::sync::RwLock<HashMap<String, Arc<ProbeIdentity>>>>;
+
+/// The single consumer of the scheduler's events: metrics first, then the stores (latest, history,
+/// alert state), then the log line.
+pub(super) async fn fan_out(
+    mut rx: mpsc::Receiver<RunEvent>,
+    metrics: Arc<Metrics>,
+    latest: Arc<Latest>,
+    paging: Arc<Paging>,
+    history: Arc<HistoryWriter>,
+    current: Current,
+) {
+    let mut history_seen = (u64::MAX, u64::MAX);
+    loop {
+        let event = match rx.try_recv() {
+            Ok(event) => {
+                // A steady queue of events that decide nothing (skipped ticks, runs of
+                // replaced probes) must not hold back what is due.
+                if paging.next_due() == Some(Duration::ZERO) {
+                    paging.settle(false);
+                }
+                event
+            }
+            Err(mpsc::error::TryRecvError::Empty) => {
+                // Nothing queued: wait for the next event, but no longer than until
+                // what paging holds back is due.
+                let next = match paging.next_due() {
+                    Some(due) => match tokio::time::timeout(due, rx.recv()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            paging.settle(false);
+                            continue;
+                        }
+                    },
+                    None => rx.recv().await,
+                };
+                match next {
+                    Some(event) => event,
+                    None => break,
+                }
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+        };
+        match event {
+            RunEvent::Finished(outcome) => {
+                let is_current = current
+                    .read()
+                    .expect("current lock")
+                    .get(&outcome.probe.name)
+                    .is_some_and(|id| Arc::ptr_eq(id, &outcome.probe));
+                let blames_endpoint = outcome
+                    .observation
+                    .failure()
+                    .is_none_or(|f| f.reason.blames_endpoint());
+                if is_current {
+                    metrics.record(&outcome);
+                }
+                // The agent's own trouble (`agent_error`) is, like a skipped tick, counted
+                // on its health series only: not an endpoint run for the history, the API
+                // or paging.
+                if is_current && blames_endpoint {
+                    latest.record(&outcome);
+                    history.record(RunRecord::from_outcome(&outcome));
+                    let stats = history.stats();
+                    let now = (
+                        stats.dropped.load(Ordering::Relaxed),
+                        stats.disk_bytes.load(Ordering::Relaxed),
+                    );
+                    // The figures change about once a second; the gauges follow then.
+                    if now != history_seen {
+                        metrics.history(now.0, now.1);
+                        history_seen = now;
+                    }
+                    paging.observe(&outcome);
+                }
+                log_outcome(&outcome);
+            }
+            RunEvent::Skipped { probe, ticks } => {
+                metrics.record_skipped(&probe, ticks);
+                tracing::warn!(probe = %probe.name, ticks, "Skipped scheduled runs: the previous run was still going.");
+            }
+        }
+    }
+    paging.settle(true);
+}
+
+/// One structured line per run.
+fn log_outcome(outcome: &Outcome) {
+    let o = &outcome.observation;
+    let ms = |d: Option<Duration>| d.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
+    match o.failure() {
+        None => tracing::info!(
+            probe = %outcome.probe.name,
+            location = %outcome.probe.location,
+            result = "success",
+            status = o.http_status,
+            ttfb_ms = ms(o.ttfb()),
+            ttft_ms = ms(o.ttft()),
+            total_ms = ms(o.total()),
+            output_tokens = o.output_tokens,
+            "Probe run finished."
+        ),
+        Some(f) => tracing::warn!(
+            probe = %outcome.probe.name,
+            location = %outcome.probe.location,
+            result = "failure",
+            reason = f.reason.as_str(),
+            status = o.http_status,
+            ttft_ms = ms(o.ttft()),
+            total_ms = ms(o.total()),
+            error = %f.message,
+            "Probe run failed."
+        ),
+    }
+}

@@ -1,0 +1,439 @@
+//! The running daemon: [`Agent`] wires the modules together. It owns the outcome
+//! channel, one scheduler task per probe, the fan-out loop, paging, the remote_write
+//! pusher and the HTTP server; it applies reloads (build everything first, then swap)
+//! and drains runs in flight on shutdown.
+//!
+//! - mod.rs: `Agent`: start, apply (diff, build, swap), shutdown.
+//! - task.rs: the one handle on a task started from config (probe loops, the pusher,
+//!   delivery loops): compare the config, cancel the old task, start the new one, hand over.
+//! - fanout.rs: the single consumer of the scheduler's events, and `log_outcome`.
+//! - paging.rs: the alert state machine wired to the store and the delivery loops.
+//!
+//! The only module that wires siblings: it may import any of them, and none imports it.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, ProbeConfig, RemoteWriteConfig};
+use crate::metrics::Metrics;
+use crate::net::TlsRoots;
+use crate::notify::{Receiver, ReceiverError};
+use crate::outcome::ProbeIdentity;
+use crate::probe::ReadyProbe;
+use crate::probe::{BuildContext, BuildError};
+use crate::push::Pusher;
+use crate::schedule::RunEvent;
+use crate::store::{HistoryReader, HistoryWriter, Latest, Store, StoreError};
+use crate::{schedule, server};
+
+mod fanout;
+mod paging;
+mod task;
+
+use fanout::{Current, fan_out};
+use paging::Paging;
+use task::{Running, Tasks};
+
+/// How long a finished run may take to reach the history (queue and group commit), with
+/// a wide margin.
+const HISTORY_SLACK: Duration = Duration::from_secs(5);
+
+/// What a reload changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReloadSummary {
+    pub added: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+}
+
+/// Why the agent cannot start or take a new config.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("probe \"{0}\": {1}")]
+    Probe(String, BuildError),
+    #[error(transparent)]
+    Receiver(#[from] ReceiverError),
+    #[error("agent.remote_write: {0}")]
+    RemoteWrite(crate::net::TlsSetupError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AgentError {
+    /// A problem with the config file (exit 64), rather than with the machine.
+    pub fn is_config(&self) -> bool {
+        !matches!(self, AgentError::Store(_))
+    }
+}
+
+/// What an agent is, besides its config file.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    pub location: String,
+    /// Where the store lives.
+    pub data_dir: PathBuf,
+    /// The agent's own port: connection limits, TLS, basic auth.
+    pub port: server::PortSettings,
+}
+
+/// The running daemon.
+pub struct Agent {
+    pub metrics: Arc<Metrics>,
+    pub latest: Arc<Latest>,
+    paging: Arc<Paging>,
+    history: Arc<HistoryWriter>,
+    /// How long after its start a run is surely in the history (the longest timeout
+    /// plus the writer's slack), in ms: the results API serves only settled history.
+    settle_ms: Arc<AtomicU64>,
+    /// The remote_write pusher, when configured.
+    push: Option<Running<RemoteWriteConfig>>,
+    /// `host:port` a scrape would call this agent: the pushed `instance` label.
+    instance: String,
+    location: String,
+    build: BuildContext,
+    events: mpsc::Sender<RunEvent>,
+    probes: Tasks<ProbeConfig, ProbeLoop>,
+    current: Current,
+    /// Runs in flight, so shutdown can wait for them.
+    runs: TaskTracker,
+    fanout: JoinHandle<()>,
+    server: JoinHandle<std::io::Result<()>>,
+    server_shutdown: CancellationToken,
+}
+
+impl Agent {
+    /// Opens the store, starts serving on `listener` and scheduling `config`'s probes.
+    pub fn start(
+        config: &Config,
+        settings: AgentSettings,
+        listener: TcpListener,
+    ) -> Result<Agent, AgentError> {
+        let AgentSettings {
+            location,
+            data_dir,
+            port,
+        } = settings;
+        let metrics = Arc::new(Metrics::new(&location));
+        let latest = Arc::new(Latest::default());
+        let ready = Arc::new(AtomicBool::new(false));
+        let store = Arc::new(Store::open(&data_dir)?);
+        let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
+        let reader = Arc::new(HistoryReader::open(store.path())?);
+        let settle_ms = Arc::new(AtomicU64::new(0));
+        let api_base = config.agent.external_url.clone().unwrap_or_else(|| {
+            let base = default_api_base(listener.local_addr().ok());
+            // Links in pages must use the scheme the port speaks.
+            if port.web.current().is_tls() {
+                base.replacen("http://", "https://", 1)
+            } else {
+                base
+            }
+        });
+        // The host's own name and port, not external_url: shards behind one URL must
+        // still push apart.
+        let instance = default_api_base(listener.local_addr().ok()).replace("http://", "");
+        let paging = Arc::new(Paging::open(store, &location, &api_base, metrics.clone())?);
+        let (tx, rx) = mpsc::channel(4096);
+        let current = Current::default();
+        let fanout = tokio::spawn(fan_out(
+            rx,
+            metrics.clone(),
+            latest.clone(),
+            paging.clone(),
+            history.clone(),
+            current.clone(),
+        ));
+        let server_shutdown = CancellationToken::new();
+        let server = tokio::spawn(server::serve(
+            listener,
+            server::ServerState {
+                metrics: metrics.clone(),
+                latest: latest.clone(),
+                alerts: paging.active.subscribe(),
+                history: reader,
+                settle_ms: settle_ms.clone(),
+                ready: ready.clone(),
+                location: location.clone(),
+                started_at: SystemTime::now(),
+                board: Arc::default(),
+            },
+            port,
+            server_shutdown.clone(),
+        ));
+        let mut agent = Agent {
+            metrics,
+            latest,
+            paging,
+            history,
+            settle_ms,
+            push: None,
+            instance,
+            location,
+            build: BuildContext::new(),
+            events: tx,
+            probes: Tasks::default(),
+            current,
+            runs: TaskTracker::new(),
+            fanout,
+            server,
+            server_shutdown,
+        };
+        if let Err(e) = agent.apply(config) {
+            agent.server_shutdown.cancel();
+            return Err(e);
+        }
+        agent.metrics.reloaded(true);
+        ready.store(true, Ordering::Release);
+        Ok(agent)
+    }
+
+    /// Switches to `config`. Every new or changed probe and receiver is built first; if
+    /// one cannot be built nothing changes. Unchanged probes keep running on their grid.
+    ///
+    /// The steps: `diff` against what runs, `build` what is new or changed, `swap` it
+    /// in, report what changed.
+    pub fn apply(&mut self, config: &Config) -> Result<ReloadSummary, AgentError> {
+        let diff = self.diff(config);
+        let built = self.build(config, &diff.to_build)?;
+        self.swap(config, built);
+        Ok(diff.summary)
+    }
+
+    /// Which probes are new or changed (to be built), and the counts a reload reports.
+    fn diff<'a>(&self, config: &'a Config) -> Diff<'a> {
+        let mut summary = ReloadSummary::default();
+        let mut to_build = Vec::new();
+        for p in &config.probes {
+            match self.probes.get(&p.name) {
+                Some(r) if r.runs(p) => summary.unchanged += 1,
+                existing => {
+                    if existing.is_some() {
+                        summary.changed += 1;
+                    } else {
+                        summary.added += 1;
+                    }
+                    to_build.push(p);
+                }
+            }
+        }
+        let wanted: HashSet<&str> = config.probes.iter().map(|p| p.name.as_str()).collect();
+        summary.removed = self
+            .probes
+            .names()
+            .filter(|n| !wanted.contains(n.as_str()))
+            .count();
+        Diff { summary, to_build }
+    }
+
+    /// Builds the probes in `to_build`, every receiver and, when it is new or changed,
+    /// the remote_write pusher; nothing running changes.
+    fn build(&mut self, config: &Config, to_build: &[&ProbeConfig]) -> Result<Built, AgentError> {
+        // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
+        self.build.roots = TlsRoots::system();
+        // The new config's secrets are in force while it is built (shown endpoints use
+        // them); if it is refused, the running config's are back when this drops.
+        let secrets = self
+            .build
+            .redactor
+            .replace_until_kept(crate::redact::Redactor::for_config(config));
+        let probes = to_build
+            .iter()
+            .map(|p| {
+                ReadyProbe::build(p, &self.location, &self.build)
+                    .map_err(|e| AgentError::Probe(p.name.clone(), e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let receivers = config
+            .receivers
+            .iter()
+            .map(|c| Receiver::build(c.clone(), &self.build.roots, self.build.redactor.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let pusher = match &config.agent.remote_write {
+            Some(rw) if !task::runs_as(self.push.as_ref(), Some(rw)) => Some(
+                Pusher::build(
+                    rw.clone(),
+                    &self.build.roots,
+                    self.build.redactor.clone(),
+                    self.metrics.clone(),
+                    self.instance.clone(),
+                )
+                .map_err(AgentError::RemoteWrite)?,
+            ),
+            _ => None,
+        };
+        secrets.keep();
+        Ok(Built {
+            probes,
+            receivers,
+            pusher,
+        })
+    }
+
+    /// Puts what was built in place of what it replaces: stops the probes that changed
+    /// or went, tells everything that consumes outcomes, then starts the new loops.
+    fn swap(&mut self, config: &Config, built: Built) {
+        // Probes that stop or change: their loops end; their gauges go (a changed
+        // probe's labels may differ); their runs in flight finish, and the busy flag
+        // passes to the replacement so old and new runs never overlap.
+        let wanted: HashMap<&str, &ProbeConfig> =
+            config.probes.iter().map(|p| (p.name.as_str(), p)).collect();
+        let mut stopped = self
+            .probes
+            .stop_unless(|name, r| wanted.get(name).is_some_and(|p| r.runs(p)));
+        let retired: Vec<Arc<ProbeIdentity>> = stopped.values().map(|s| s.shared.identity.clone()).collect();
+        let added: Vec<Arc<ProbeIdentity>> = built.probes.iter().map(|p| p.identity.clone()).collect();
+        // Everything that consumes outcomes learns the new probes before their loops
+        // start: a probe whose first tick is due at once would otherwise finish a run
+        // the fan-out does not yet count as current, and that run would be lost.
+        *self.current.write().expect("current lock") = self
+            .probes
+            .iter()
+            .map(|(name, r)| (name.clone(), r.shared.identity.clone()))
+            .chain(
+                built
+                    .probes
+                    .iter()
+                    .map(|p| (p.config.name.clone(), p.identity.clone())),
+            )
+            .collect();
+        self.latest
+            .configure(config.probes.iter().map(|p| p.name.as_str()));
+        self.metrics
+            .configured(self.probes.len() + built.probes.len(), &added, &retired);
+        self.paging.configure(config, built.receivers);
+        self.history.set_limits(config.agent.history);
+        for probe in built.probes {
+            let busy = stopped
+                .remove(&probe.config.name)
+                .map(|s| s.shared.busy)
+                .unwrap_or_default();
+            self.start_probe(probe, busy);
+        }
+        let longest = config.probes.iter().map(|p| p.timeout).max().unwrap_or_default();
+        let settle = longest + HISTORY_SLACK;
+        self.settle_ms.store(
+            u64::try_from(settle.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.swap_pusher(config.agent.remote_write.as_ref(), built.pusher);
+    }
+
+    /// remote_write: started, replaced or stopped as the file says. A replacement starts
+    /// pushing once the old pusher has finished, so samples stay in time order.
+    fn swap_pusher(&mut self, wanted: Option<&RemoteWriteConfig>, pusher: Option<Pusher>) {
+        if task::runs_as(self.push.as_ref(), wanted) {
+            return;
+        }
+        let previous = self.push.take().map(|old| old.stop().task);
+        self.push = wanted
+            .zip(pusher)
+            .map(|(rw, pusher)| Running::spawn(rw.clone(), (), |cancel| pusher.run(cancel, previous)));
+    }
+
+    fn start_probe(&mut self, probe: ReadyProbe, busy: Arc<AtomicBool>) {
+        let name = probe.config.name.clone();
+        let config = probe.config.clone();
+        let schedule = probe.config.schedule.clone();
+        let shared = ProbeLoop {
+            identity: probe.identity.clone(),
+            busy: busy.clone(),
+        };
+        let (events, runs) = (self.events.clone(), self.runs.clone());
+        let running = Running::spawn(config, shared, |cancel| {
+            schedule::run_loop(Arc::new(probe), schedule, events, cancel, runs, busy)
+        });
+        self.probes.insert(name, running);
+    }
+
+    /// Stops scheduling, waits up to `drain` for runs in flight (their outcomes are
+    /// still recorded), then stops the server. Returns whether every run finished.
+    pub async fn shutdown(self, drain: Duration) -> bool {
+        self.probes.cancel_all();
+        self.runs.close();
+        let started = tokio::time::Instant::now();
+        let drained = tokio::time::timeout(drain, self.runs.wait()).await.is_ok();
+        if !drained {
+            tracing::warn!(
+                running = self.runs.len(),
+                "Drain deadline passed: these runs were still running and are abandoned."
+            );
+        }
+        drop(self.events);
+        // The fan-out loop ends once every sender (loops, and finished runs handing over
+        // their outcomes) is gone; it gets what is left of the deadline, at least 2 s.
+        let left = drain
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(2));
+        if tokio::time::timeout(left, self.fanout).await.is_err() {
+            tracing::warn!(
+                "Outcomes of finished runs were still being recorded at the deadline; the rest are not in the history, metrics or alert state."
+            );
+        }
+        self.paging.stop();
+        // The last runs to disk: the writer commits what is queued (even if the fan-out
+        // did not end in time and still holds it), then stops.
+        let history = self.history.clone();
+        let _ = tokio::task::spawn_blocking(move || history.flush()).await;
+        if let Ok(history) = Arc::try_unwrap(self.history) {
+            let _ = tokio::task::spawn_blocking(move || history.close()).await;
+        }
+        if let Some(push) = self.push {
+            // Its last push: what the runs just drained left in the metrics.
+            let push = push.stop();
+            let _ = tokio::time::timeout(Duration::from_secs(6), push.task).await;
+        }
+        self.server_shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.server).await;
+        drained
+    }
+}
+
+/// `http://<host>:<port>` of this agent, for links in pages when `agent.external_url`
+/// is not set: the host name when listening on all addresses.
+fn default_api_base(addr: Option<SocketAddr>) -> String {
+    let Some(addr) = addr else {
+        return format!("http://localhost:{}", crate::server::DEFAULT_PORT);
+    };
+    let host = if addr.ip().is_unspecified() {
+        crate::net::host_name().unwrap_or_else(|| "localhost".into())
+    } else {
+        match addr {
+            SocketAddr::V4(a) => a.ip().to_string(),
+            SocketAddr::V6(a) => format!("[{}]", a.ip()),
+        }
+    };
+    format!("http://{host}:{}", addr.port())
+}
+
+/// What a probe's scheduler loop shares with the agent.
+struct ProbeLoop {
+    identity: Arc<ProbeIdentity>,
+    /// Set while a run is in flight; a changed probe's replacement takes it over.
+    busy: Arc<AtomicBool>,
+}
+
+/// What a reload changes, decided before anything is built.
+struct Diff<'a> {
+    summary: ReloadSummary,
+    /// New and changed probes, in file order.
+    to_build: Vec<&'a ProbeConfig>,
+}
+
+/// Everything a config needs that is not running yet.
+struct Built {
+    probes: Vec<ReadyProbe>,
+    receivers: Vec<Receiver>,
+    /// Only when remote_write is new or changed.
+    pusher: Option<Pusher>,
+}

@@ -1,0 +1,340 @@
+//! Paging, wired: the alert state machine ([`crate::alert`]) fed by the fan-out, the
+//! store that keeps its state and outbox, and one delivery loop per receiver.
+//!
+//! Decisions are batched: folded into [`Unsaved`] and committed (state and outbox in one
+//! transaction) at most [`COMMIT_WINDOW`] later; the alert board is published only after
+//! the commit that holds what it shows, so nothing is visible that a crash could take
+//! back.
+//!
+//! May import: alert, config, metrics, notify, outcome, store.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::{Notify, watch};
+
+use crate::alert::{Alerting, Changes, Firing, Rules};
+use crate::config::{Config, ReceiverConfig};
+use crate::metrics::Metrics;
+use crate::notify::{self, Outbox, Receiver};
+use crate::outcome::Outcome;
+use crate::store::{Store, StoreError};
+
+use super::task::{Running, Tasks};
+
+/// A running delivery loop, woken when something is enqueued for its receiver.
+type Delivering = Running<ReceiverConfig, Arc<Notify>>;
+
+/// The alert state machine and what it decided but has not saved yet.
+struct PagingState {
+    alerting: Alerting,
+    /// Decisions not yet committed: those of the runs since the last commit, and any a
+    /// failed commit left behind (disk full, I/O error), retried with the next one, so a
+    /// page is late rather than lost. Nothing here is visible outside: the alert board
+    /// is published only after a commit.
+    unsaved: Unsaved,
+    last_commit: Instant,
+    last_publish: Instant,
+    /// Committed changes the published board does not show yet.
+    board_stale: bool,
+}
+
+/// Changes folded together until they are committed: one state per probe (the last
+/// one wins), notifications in the order they were decided.
+#[derive(Default)]
+struct Unsaved {
+    notifications: Vec<crate::alert::Notification>,
+    saved: HashMap<String, Option<String>>,
+}
+
+impl Unsaved {
+    fn fold(&mut self, changes: Changes) {
+        for n in &changes.notifications {
+            tracing::warn!(
+                probe = %n.alert.probe,
+                event = n.event.as_str(),
+                severity = n.alert.severity.as_str(),
+                summary = %n.alert.summary,
+                receivers = ?n.receivers,
+                "Alert {}.",
+                n.event.as_str()
+            );
+        }
+        self.notifications.extend(changes.notifications);
+        self.saved.extend(changes.saved);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.notifications.is_empty() && self.saved.is_empty()
+    }
+}
+
+/// How long decisions may wait to be committed. Committing once per run costs a
+/// transaction per run, and republishing the board once per run is O(firing alerts):
+/// with 100,000 failing probes the fan-out fell hours behind and shutdown could not
+/// drain. A `kill -9` loses at most this window of streak counts, never a queued page:
+/// a page is visible (board, outbox, receivers) only once committed.
+const COMMIT_WINDOW: Duration = Duration::from_millis(100);
+
+/// How often the alert board is republished when only counts changed (bad runs, the
+/// last error); a firing or a resolve republishes it with its commit.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
+/// Paging, wired: the alert state machine, the store that keeps its state and outbox,
+/// and one delivery loop per receiver.
+pub(super) struct Paging {
+    state: Mutex<PagingState>,
+    store: Arc<Store>,
+    location: String,
+    metrics: Arc<Metrics>,
+    pub(super) active: watch::Sender<Arc<Vec<Firing>>>,
+    receivers: Mutex<Tasks<ReceiverConfig, Arc<Notify>>>,
+}
+
+impl Paging {
+    /// Opens paging on `store`, restoring the alert state saved before a restart.
+    pub(super) fn open(
+        store: Arc<Store>,
+        location: &str,
+        api_base: &str,
+        metrics: Arc<Metrics>,
+    ) -> Result<Paging, StoreError> {
+        let mut alerting = Alerting::new(location, api_base);
+        for (probe, saved) in store.alert_states(location)? {
+            if let Err(e) = alerting.restore(&probe, &saved) {
+                tracing::warn!(probe = %probe, error = %e, "Cannot read this probe's saved alert state; starting it afresh.");
+            }
+        }
+        let others = store.other_locations(location)?;
+        if !others.is_empty() {
+            tracing::warn!(
+                location,
+                others = ?others,
+                "The data directory holds alert state of other locations; this agent leaves it alone, so alerts firing there are not resolved from here."
+            );
+        }
+        let firing = alerting.firing().len();
+        if firing > 0 {
+            tracing::info!(firing, "Restored alert state: alerts still firing.");
+        }
+        let (active, _) = watch::channel(Arc::new(Vec::new()));
+        let paging = Paging {
+            state: Mutex::new(PagingState {
+                alerting,
+                unsaved: Unsaved::default(),
+                last_commit: Instant::now(),
+                last_publish: Instant::now(),
+                board_stale: false,
+            }),
+            store,
+            location: location.to_owned(),
+            metrics,
+            active,
+            receivers: Mutex::new(Tasks::default()),
+        };
+        paging.publish(
+            &mut paging.state.lock().expect("paging lock").alerting,
+            SystemTime::now(),
+        );
+        Ok(paging)
+    }
+
+    /// New rules and receivers: delivery loops of changed receivers are replaced (the
+    /// old one finishes its current send first; queued notifications stay in the
+    /// outbox), and alerts of removed probes resolve.
+    pub(super) fn configure(&self, config: &Config, receivers: Vec<Receiver>) {
+        {
+            let mut running = self.receivers.lock().expect("receivers lock");
+            let mut replaced =
+                running.stop_unless(|name, d| config.receivers.iter().any(|c| c.name == name && d.runs(c)));
+            for receiver in receivers {
+                if running.contains(receiver.name()) {
+                    continue;
+                }
+                let wake = Arc::new(Notify::new());
+                let config = receiver.config.clone();
+                let previous = replaced.remove(receiver.name()).map(|old| old.task);
+                let outbox = Outbox {
+                    store: self.store.clone(),
+                    metrics: self.metrics.clone(),
+                    active: self.active.subscribe(),
+                };
+                let name = config.name.clone();
+                let delivering: Delivering = Running::spawn(config, wake.clone(), |cancel| {
+                    notify::deliver(Arc::new(receiver), outbox, wake, cancel, previous)
+                });
+                running.insert(name, delivering);
+            }
+        }
+        // Notifications for receivers no longer in the file would wait forever.
+        if let Ok(pending) = self.store.pending_counts() {
+            for (receiver, n) in pending {
+                if !config.receivers.iter().any(|r| r.name == receiver) {
+                    tracing::warn!(receiver = %receiver, dropped = n, "Dropping notifications queued for a receiver that is no longer configured.");
+                    if let Err(e) = self.store.remove_receiver(&receiver) {
+                        tracing::error!(error = %e, "Cannot drop them.");
+                    }
+                    self.metrics.notifications_pending(&receiver, 0);
+                }
+            }
+        }
+        for r in &config.receivers {
+            if let Ok(n) = self.store.pending_count(&r.name) {
+                self.metrics.notifications_pending(&r.name, n);
+            }
+        }
+        let rules = config
+            .probes
+            .iter()
+            .map(|p| {
+                let rules = Rules {
+                    alert: p.alert.clone(),
+                    slo: p.slo.clone(),
+                };
+                (p.name.clone(), rules)
+            })
+            .collect();
+        let now = SystemTime::now();
+        let mut state = self.state.lock().expect("paging lock");
+        let changes = state.alerting.configure(rules, &config.other_shards, now);
+        state.unsaved.fold(changes);
+        self.commit(&mut state, now);
+        if state.board_stale {
+            self.publish_board(&mut state, now);
+        }
+    }
+
+    /// Folds one run in. Most runs change nothing worth saving and return at once;
+    /// a change waits for the commit window ([`Paging::settle`] commits it when no more
+    /// runs come).
+    pub(super) fn observe(&self, outcome: &Outcome) {
+        let now = SystemTime::now();
+        let mut state = self.state.lock().expect("paging lock");
+        let changes = state.alerting.observe(outcome, now);
+        state.unsaved.fold(changes);
+        if state.last_commit.elapsed() >= COMMIT_WINDOW {
+            self.commit_blocking(&mut state, now);
+        }
+    }
+
+    /// How long until something waiting is due: a commit, or a republish of the board.
+    pub(super) fn next_due(&self) -> Option<Duration> {
+        let state = self.state.lock().expect("paging lock");
+        let commit =
+            (!state.unsaved.is_empty()).then(|| COMMIT_WINDOW.saturating_sub(state.last_commit.elapsed()));
+        let publish = state
+            .board_stale
+            .then(|| PUBLISH_EVERY.saturating_sub(state.last_publish.elapsed()));
+        commit.into_iter().chain(publish).min()
+    }
+
+    /// Commits and republishes what is due, or everything with `all` (at shutdown).
+    pub(super) fn settle(&self, all: bool) {
+        let now = SystemTime::now();
+        let mut state = self.state.lock().expect("paging lock");
+        let publish_due = state.board_stale && (all || state.last_publish.elapsed() >= PUBLISH_EVERY);
+        // The board shows the state machine as it is now, so whatever it decided is
+        // committed first: nothing may be visible that a crash could take back.
+        if all || publish_due || state.last_commit.elapsed() >= COMMIT_WINDOW {
+            self.commit_blocking(&mut state, now);
+        }
+        if state.board_stale
+            && state.unsaved.is_empty()
+            && (all || state.last_publish.elapsed() >= PUBLISH_EVERY)
+        {
+            self.publish_board(&mut state, now);
+        }
+    }
+
+    fn publish_board(&self, state: &mut PagingState, now: SystemTime) {
+        self.publish(&mut state.alerting, now);
+        state.last_publish = Instant::now();
+        state.board_stale = false;
+    }
+
+    /// [`Paging::commit`] with the worker handed over to the blocking pool meanwhile,
+    /// still under the paging lock, so commits keep their order.
+    fn commit_blocking(&self, state: &mut PagingState, now: SystemTime) {
+        if state.unsaved.is_empty() {
+            return;
+        }
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread {
+            tokio::task::block_in_place(|| self.commit(state, now));
+        } else {
+            self.commit(state, now);
+        }
+    }
+
+    /// Saves state and enqueues notifications in one transaction, publishes the alert
+    /// board, then wakes the delivery loops. Runs under the paging lock, so commits
+    /// keep their order.
+    fn commit(&self, state: &mut PagingState, now: SystemTime) {
+        state.last_commit = Instant::now();
+        if state.unsaved.is_empty() {
+            return;
+        }
+        let all = std::mem::take(&mut state.unsaved);
+        let configured: Vec<String> = self
+            .receivers
+            .lock()
+            .expect("receivers lock")
+            .names()
+            .cloned()
+            .collect();
+        let mut rows = Vec::new();
+        for n in &all.notifications {
+            let payload = serde_json::to_string(n).expect("notifications serialize");
+            for r in &n.receivers {
+                if configured.contains(r) {
+                    rows.push((r.clone(), payload.clone()));
+                } else {
+                    tracing::warn!(receiver = %r, id = %n.id, "Not queued: the receiver is no longer configured.");
+                }
+            }
+        }
+        let saved: Vec<(String, Option<String>)> =
+            all.saved.iter().map(|(p, v)| (p.clone(), v.clone())).collect();
+        if let Err(e) = self.store.commit(&self.location, &saved, &rows, now) {
+            tracing::error!(error = %e, pending = all.notifications.len(), "Cannot save alert state and notifications; retrying with the next run.");
+            state.unsaved = all;
+            return;
+        }
+        if !all.notifications.is_empty() || state.last_publish.elapsed() >= PUBLISH_EVERY {
+            self.publish_board(state, now);
+        } else {
+            state.board_stale = true;
+        }
+        if !all.notifications.is_empty() {
+            let receivers = self.receivers.lock().expect("receivers lock");
+            for (r, _) in &rows {
+                if let Some(d) = receivers.get(r) {
+                    let wake = &d.shared;
+                    wake.notify_one();
+                }
+            }
+            for r in &configured {
+                if let Ok(pending) = self.store.pending_count(r) {
+                    self.metrics.notifications_pending(r, pending);
+                }
+            }
+        }
+    }
+
+    /// The alert board for the API and Alertmanager re-sends, and the firing gauge.
+    fn publish(&self, alerting: &mut Alerting, now: SystemTime) {
+        let firing: Vec<(&'static str, &'static str)> = alerting
+            .firing()
+            .iter()
+            .map(|a| (a.condition.as_str(), a.severity.as_str()))
+            .collect();
+        self.metrics.alerts_firing(&firing);
+        self.active.send_replace(Arc::new(alerting.active(now)));
+    }
+
+    pub(super) fn stop(&self) {
+        self.receivers.lock().expect("receivers lock").cancel_all();
+    }
+}

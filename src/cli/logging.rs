@@ -1,0 +1,112 @@
+//! Logging: the tracing subscriber every subcommand logs through, text (fields made
+//! printable) or JSON, on stderr, with the loaded config's secrets removed from every
+//! line.
+
+use clap::ValueEnum;
+
+use inferprobe::config::Config;
+use inferprobe::human::printable;
+use inferprobe::redact::Redactor;
+
+/// `--log-format`.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+pub fn init_logging(format: LogFormat, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a person at a terminal: a journal or a file gets plain text.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(|| RedactingStderr(Vec::new()));
+    match format {
+        LogFormat::Text => builder.fmt_fields(PrintableFields).init(),
+        // serde escapes control characters in JSON strings.
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+/// Text log fields as tracing prints them (`message key=value ...`, the `log.*`
+/// fields of bridged `log` records left out), each value made printable: a server's
+/// words in a field cannot recolour the terminal, erase the log or fake a log line.
+struct PrintableFields;
+
+impl<'w> tracing_subscriber::fmt::FormatFields<'w> for PrintableFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        writer: tracing_subscriber::fmt::format::Writer<'w>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut visitor = PrintableVisitor {
+            writer,
+            result: Ok(()),
+            first: true,
+        };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct PrintableVisitor<'w> {
+    writer: tracing_subscriber::fmt::format::Writer<'w>,
+    result: std::fmt::Result,
+    first: bool,
+}
+
+impl tracing::field::Visit for PrintableVisitor<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if self.result.is_err() || field.name().starts_with("log.") {
+            return;
+        }
+        let value = printable(&format!("{value:?}"));
+        let sep = if std::mem::take(&mut self.first) { "" } else { " " };
+        self.result = if field.name() == "message" {
+            write!(self.writer, "{sep}{value}")
+        } else {
+            write!(self.writer, "{sep}{}={value}", field.name())
+        };
+    }
+}
+
+/// The secrets of the config last loaded, removed from every log line: our fields are
+/// cleaned where server words enter, but a dependency's debug line (the HTTP client
+/// naming the host it connects to) may show a `${VAR}` host too. Process-wide because
+/// the log subscriber it serves is.
+static LOG_SECRETS: std::sync::RwLock<Option<std::sync::Arc<Redactor>>> = std::sync::RwLock::new(None);
+
+pub fn set_log_secrets(config: &Config) {
+    if let Ok(mut s) = LOG_SECRETS.write() {
+        *s = Some(std::sync::Arc::new(Redactor::for_config(config)));
+    }
+}
+
+/// One log line, written to stderr redacted when it is complete (tracing writes each
+/// event through a fresh writer and drops it).
+struct RedactingStderr(Vec<u8>);
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactingStderr {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let secrets = LOG_SECRETS.read().ok().and_then(|s| s.clone());
+        let line = match secrets {
+            Some(r) => r.clean(&text),
+            None => text.into_owned(),
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+}

@@ -1,0 +1,64 @@
+//! The subcommands other than `run`, one module each, and what every subcommand shares:
+//! the exit code for a bad config, the defaults for the port and the data directory,
+//! binding a port, loading the config, and logging (logging.rs). May import the library,
+//! and from main.rs the command line's types; the library never sees this.
+
+pub mod check;
+pub mod demo;
+pub mod logging;
+pub mod once;
+pub mod report;
+pub mod simulate;
+pub mod test_alert;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+
+use tokio::net::TcpListener;
+
+use inferprobe::config::{self, Config};
+
+/// Exit code for a bad config or flag (EX_USAGE).
+pub const EXIT_BAD_CONFIG: u8 = 64;
+
+pub use inferprobe::server::DEFAULT_PORT;
+
+/// Where the agent keeps its state when neither `--data-dir` nor agent.data_dir says.
+pub const DEFAULT_DATA_DIR: &str = "inferprobe-data";
+
+/// A listener on `addr`, or the error printed and the exit code to return. `hint` ends
+/// the message (empty, or a space and a suggestion in parentheses).
+pub async fn bind_or_exit(addr: SocketAddr, hint: &str) -> Result<TcpListener, ExitCode> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        eprintln!("error: cannot listen on {addr}: {e}{hint}");
+        ExitCode::FAILURE
+    })
+}
+
+/// The config, its secrets handed to the log and its warnings logged; or every problem
+/// printed and exit 64.
+pub fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
+    let config = config::load(path).map_err(|errors| {
+        for e in &errors.0 {
+            eprintln!("{e}");
+        }
+        ExitCode::from(EXIT_BAD_CONFIG)
+    })?;
+    logging::set_log_secrets(&config);
+    log_warnings(&config);
+    Ok(config)
+}
+
+/// Risky settings, on every load: they must not be forgotten once the file works.
+pub fn log_warnings(config: &Config) {
+    for w in &config.warnings {
+        tracing::warn!(warning = %w, "Config warning.");
+    }
+}
+
+/// For one-off commands: the location if set, else "local".
+pub fn location_of(flag: Option<String>, config: &Config) -> String {
+    flag.or_else(|| config.agent.location.clone())
+        .unwrap_or_else(|| "local".to_owned())
+}

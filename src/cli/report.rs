@@ -1,0 +1,121 @@
+//! `report`: the SLO report for a period, from this agent's store or (with
+//! `--prometheus`) for the whole fleet, as Markdown, HTML or JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use inferprobe::config::Config;
+use inferprobe::human::{printable, printable_json, printable_text};
+use inferprobe::report::{self, Report};
+use inferprobe::store;
+
+use super::{DEFAULT_DATA_DIR, EXIT_BAD_CONFIG, load_or_report};
+use crate::{ReportFormat, ReportRequest};
+
+pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
+    let config = if path.exists() {
+        match load_or_report(path) {
+            Ok(c) => Some(c),
+            Err(code) => return code,
+        }
+    } else {
+        eprintln!(
+            "note: {} not found: reporting without SLO targets",
+            path.display()
+        );
+        None
+    };
+    let now = std::time::SystemTime::now();
+    let time = |flag: &str, v: &str| {
+        inferprobe::human::time_arg(v, now).map_err(|why| format!("{flag} {v:?} {why}"))
+    };
+    let period = time("--since", &request.since).and_then(|since| {
+        let until = match &request.until {
+            Some(u) => time("--until", u)?,
+            None => now,
+        };
+        if since >= until {
+            return Err("--since must be before --until".to_owned());
+        }
+        Ok((since, until))
+    });
+    let (since, until) = match period {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    let targets = report::targets_by_probe(config.as_ref());
+    let target_of = move |probe: &str| targets.get(probe).copied().unwrap_or_default();
+    let report = match &request.prometheus {
+        Some(url) => match report::prometheus::report(url, since, until, target_of).await {
+            Ok(r) => r,
+            // An unusable URL is a bad flag; a query that failed is a failure.
+            Err(e @ report::prometheus::PrometheusError::Url { .. }) => {
+                eprintln!("error: --prometheus: {e}");
+                return ExitCode::from(EXIT_BAD_CONFIG);
+            }
+            Err(e) => {
+                eprintln!("error: {}", printable(&e.to_string()));
+                return ExitCode::FAILURE;
+            }
+        },
+        None => match local_report(request.data_dir, config.as_ref(), since, until, target_of).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let text = match request.format {
+        ReportFormat::Markdown => report.to_markdown(),
+        ReportFormat::Html => report.to_html(),
+        ReportFormat::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&report.to_json()).expect("JSON values serialize")
+        ),
+    };
+    match request.output {
+        Some(file) => {
+            if let Err(e) = std::fs::write(&file, text) {
+                eprintln!("error: cannot write {}: {e}", file.display());
+                return ExitCode::FAILURE;
+            }
+        }
+        // The report quotes endpoints' messages, from a history that older versions
+        // may have written raw.
+        None if matches!(request.format, ReportFormat::Json) => print!("{}", printable_json(&text)),
+        None => print!("{}", printable_text(&text)),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The report from one agent's store (`--data-dir`, else agent.data_dir).
+async fn local_report(
+    data_dir: Option<PathBuf>,
+    config: Option<&Config>,
+    since: std::time::SystemTime,
+    until: std::time::SystemTime,
+    target_of: impl Fn(&str) -> inferprobe::stats::Targets + Send + 'static,
+) -> Result<Report, String> {
+    let dir = data_dir
+        .or_else(|| config.and_then(|c| c.agent.data_dir.clone()))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    let db = dir.join(store::DB_FILE);
+    if !db.exists() {
+        return Err(format!(
+            "no store at {} (give the agent's --data-dir)",
+            db.display()
+        ));
+    }
+    tokio::task::spawn_blocking(move || {
+        let history = store::HistoryReader::open(&db)?;
+        let source = format!("the local store {}", db.display());
+        Report::from_history(&history, source, since, until, target_of)
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()))
+}

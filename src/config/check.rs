@@ -1,0 +1,559 @@
+//! The [`Checker`]: where every problem of one file is collected, positioned (through
+//! [`PositionIndex`]) and labelled with its probe and key. Also the checks of the
+//! sections that are not probes (the root, `agent`, `defaults`) and the helpers every
+//! check uses: durations, URLs, headers, `${VAR}` substitution, labels, files. The
+//! per-probe checks are in probe.rs, content.rs and the kinds' own files.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_yaml::Value;
+
+use super::alerting::{RawAlert, RawSlo};
+use super::env::substitute_env;
+use super::positions::{
+    PositionIndex, join_path, key_parent, parse_unknown_field, remove_key, strip_location, suggest,
+};
+use super::raw::{RawAgent, RawDefaults, RawHistory, RawProbe};
+use super::{
+    AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig,
+    MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, RESERVED_LABELS, Secret, files, parse_url, to_uri,
+};
+
+// ---------------------------------------------------------------------------------------
+// Validation.
+
+pub(crate) struct Checker<'a> {
+    pub(super) file: String,
+    pub(super) base_dir: PathBuf,
+    pub(super) text: &'a str,
+    /// Built on the first error only: a valid 10,000-probe file never pays for it.
+    pub(super) index: Option<PositionIndex>,
+    pub(super) errors: Vec<ConfigError>,
+    pub(super) warnings: Vec<ConfigError>,
+    pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+    /// The values `env` gave, for [`Config::secrets`].
+    pub(super) substituted: Vec<String>,
+}
+
+/// Per-probe values inherited from `defaults:`.
+pub(super) struct Defaults {
+    pub(super) interval: Option<Duration>,
+    pub(super) timeout: Option<Duration>,
+    pub(super) first_token_timeout: Option<Duration>,
+    pub(super) headers: BTreeMap<String, String>,
+    pub(super) max_tokens: u32,
+    pub(super) reuse_connections: bool,
+    pub(super) max_response_bytes: u64,
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) alert: RawAlert,
+    pub(super) slo: RawSlo,
+}
+
+impl Checker<'_> {
+    pub(super) fn index(&mut self) -> &PositionIndex {
+        let text = self.text;
+        self.index.get_or_insert_with(|| PositionIndex::build(text))
+    }
+
+    pub(crate) fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
+        let position = self.index().locate(key);
+        self.error_at(position, probe, key, message);
+    }
+
+    /// Something allowed but risky: `check` prints it, `run` logs it.
+    pub(super) fn warn(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
+        let position = self.index().locate(key);
+        let warning = self.problem(position, probe, key, message.into());
+        self.warnings.push(warning);
+    }
+
+    pub(super) fn error_at(
+        &mut self,
+        position: (usize, usize),
+        probe: Option<&str>,
+        key: &str,
+        message: impl Into<String>,
+    ) {
+        let error = self.problem(position, probe, key, message.into());
+        self.errors.push(error);
+    }
+
+    pub(super) fn problem(
+        &self,
+        (line, column): (usize, usize),
+        probe: Option<&str>,
+        key: &str,
+        message: String,
+    ) -> ConfigError {
+        ConfigError {
+            file: self.file.clone(),
+            line,
+            column,
+            probe: probe.map(str::to_owned),
+            key: key.to_owned(),
+            message,
+        }
+    }
+
+    /// Deserializes one section, turning serde's message into a positioned error.
+    pub(super) fn section<T: serde::de::DeserializeOwned>(
+        &mut self,
+        mut value: Value,
+        prefix: &str,
+        probe: Option<&str>,
+    ) -> Option<T> {
+        // serde stops at the first unknown key; drop it and try again, so that every
+        // misspelt key of the section is reported at once.
+        let mut unknown_keys = 0;
+        loop {
+            let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+                Ok(v) if unknown_keys == 0 => return Some(v),
+                Ok(_) => return None,
+                Err(e) => e,
+            };
+            let inner = e.path().to_string();
+            let key = join_path(prefix, if inner == "." { "" } else { &inner });
+            // In YAML words: keys and values, not fields and variants.
+            let message = strip_location(&e.into_inner().to_string())
+                .replace("missing field", "missing key")
+                .replace("unknown variant", "unknown value");
+            let Some((unknown, expected)) = parse_unknown_field(&message) else {
+                self.error(probe, &key, message);
+                return None;
+            };
+            let parent = key_parent(&key, &unknown);
+            let message = match suggest(&unknown, &expected) {
+                Some(s) => format!("unknown key `{unknown}`; did you mean `{s}`?"),
+                None => format!("unknown key `{unknown}`; expected one of {}", expected.join(", ")),
+            };
+            let path = join_path(&parent, &unknown);
+            let position = self.index().locate_key(&path);
+            self.error_at(position, probe, &path, message);
+            unknown_keys += 1;
+            let within = parent
+                .strip_prefix(prefix)
+                .unwrap_or(&parent)
+                .trim_start_matches('.');
+            if unknown_keys > 50 || !remove_key(&mut value, within, &unknown) {
+                return None;
+            }
+        }
+    }
+
+    pub(super) fn check_root(&mut self, root: Value) -> Option<Config> {
+        let Value::Mapping(map) = root else {
+            self.error(
+                None,
+                "",
+                "the file must be a mapping with `agent`, `defaults` and `probes`",
+            );
+            return None;
+        };
+        let mut agent = Value::Null;
+        let mut defaults = Value::Null;
+        let mut receivers = None;
+        let mut probes = None;
+        for (k, v) in map {
+            match k.as_str() {
+                Some("agent") => agent = v,
+                Some("defaults") => defaults = v,
+                Some("receivers") => receivers = Some(v),
+                Some("probes") => probes = Some(v),
+                Some(other) => {
+                    const TOP: [&str; 4] = ["agent", "defaults", "receivers", "probes"];
+                    let message = match suggest(other, &TOP) {
+                        Some(s) => format!("unknown key `{other}`; did you mean `{s}`?"),
+                        None => format!("unknown key `{other}`; expected one of {}", TOP.join(", ")),
+                    };
+                    let position = self.index().locate_key(other);
+                    self.error_at(position, None, other, message);
+                }
+                None => self.error(None, "", "top-level keys must be strings"),
+            }
+        }
+        let agent = self.check_agent(agent);
+        let defaults = self.check_defaults(defaults);
+        let (receivers, receiver_names) = self.receivers(receivers);
+        let probes = match probes {
+            Some(Value::Sequence(items)) if !items.is_empty() => items,
+            Some(Value::Sequence(_)) | None => {
+                self.error(None, "probes", "at least one probe is needed");
+                Vec::new()
+            }
+            Some(_) => {
+                self.error(None, "probes", "must be a list of probes");
+                Vec::new()
+            }
+        };
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for (i, value) in probes.into_iter().enumerate() {
+            let prefix = format!("probes[{i}]");
+            // The name, when there is one, labels every message about this probe.
+            let name = value.get("name").and_then(Value::as_str).map(str::to_owned);
+            if let Some(name) = &name
+                && let Some(first) = seen.insert(name.clone(), i)
+            {
+                self.error(
+                    Some(name),
+                    &format!("{prefix}.name"),
+                    format!("duplicate name; probes[{first}] has it already"),
+                );
+            }
+            let Some(raw) = self.section::<RawProbe>(value, &prefix, name.as_deref()) else {
+                continue;
+            };
+            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref(), &receiver_names) {
+                out.push(p);
+            }
+        }
+        Some(Config {
+            agent: agent?,
+            receivers,
+            probes: out,
+            other_shards: Vec::new(),
+            warnings: Vec::new(),
+            secrets: Vec::new(),
+        })
+    }
+
+    pub(super) fn check_agent(&mut self, value: Value) -> Option<AgentConfig> {
+        if value.is_null() {
+            return Some(AgentConfig {
+                location: None,
+                listen: None,
+                data_dir: None,
+                external_url: None,
+                remote_write: None,
+                history: HistoryConfig::default(),
+            });
+        }
+        let raw: RawAgent = self.section(value, "agent", None)?;
+        let location = raw.location.filter(|l| {
+            let ok = valid_label_value(l);
+            if !ok {
+                self.error(
+                    None,
+                    "agent.location",
+                    "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+                );
+            }
+            ok
+        });
+        let listen = raw.listen.and_then(|l| match l.parse::<SocketAddr>() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.error(
+                    None,
+                    "agent.listen",
+                    format!("`{l}` is not an address like 127.0.0.1:9464"),
+                );
+                None
+            }
+        });
+        let data_dir = raw.data_dir.map(|d| self.base_dir.join(d));
+        // Links in pages: the URL as written (no secret), checked by the one parser.
+        let external_url = raw.external_url.filter(|u| match parse_url(u) {
+            Ok(_) => true,
+            Err(e) => {
+                self.error(
+                    None,
+                    "agent.external_url",
+                    format!("`{u}` {e}; give a URL like http://probe-eu.example.com:9464"),
+                );
+                false
+            }
+        });
+        let remote_write = raw.remote_write.and_then(|r| self.remote_write(r));
+        let history = self.history(raw.history.unwrap_or_default());
+        Some(AgentConfig {
+            location,
+            listen,
+            remote_write,
+            history,
+            data_dir,
+            external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
+        })
+    }
+
+    pub(super) fn history(&mut self, raw: RawHistory) -> HistoryConfig {
+        let mut history = HistoryConfig::default();
+        if let Some(r) = raw.retention
+            && let Some(d) = self.duration(None, "agent.history.retention", &r)
+        {
+            if (Duration::from_secs(3600)..=Duration::from_secs(400 * 86_400)).contains(&d) {
+                history.retention = d;
+            } else {
+                self.error(None, "agent.history.retention", "must be between 1h and 400d");
+            }
+        }
+        if let Some(mb) = raw.max_disk_mb {
+            if (16..=1_000_000).contains(&mb) {
+                history.max_disk_bytes = mb << 20;
+            } else {
+                self.error(
+                    None,
+                    "agent.history.max_disk_mb",
+                    "must be between 16 and 1000000 (MiB)",
+                );
+            }
+        }
+        history
+    }
+
+    pub(super) fn check_defaults(&mut self, value: Value) -> Option<Defaults> {
+        let raw: RawDefaults = if value.is_null() {
+            RawDefaults::default()
+        } else {
+            self.section(value, "defaults", None)?
+        };
+        self.duplicate_headers(None, "defaults.headers", &raw.headers);
+        Some(Defaults {
+            interval: raw
+                .interval
+                .and_then(|s| self.duration(None, "defaults.interval", &s)),
+            timeout: raw
+                .timeout
+                .and_then(|s| self.duration(None, "defaults.timeout", &s)),
+            first_token_timeout: raw
+                .first_token_timeout
+                .and_then(|s| self.duration(None, "defaults.first_token_timeout", &s)),
+            headers: raw.headers,
+            max_tokens: raw.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            reuse_connections: raw.reuse_connections.unwrap_or(false),
+            max_response_bytes: raw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
+            labels: raw.labels,
+            alert: raw.alert.unwrap_or_default(),
+            slo: raw.slo.unwrap_or_default(),
+        })
+    }
+
+    pub(super) fn duration(&mut self, probe: Option<&str>, key: &str, s: &str) -> Option<Duration> {
+        match humantime::parse_duration(s.trim()) {
+            Ok(d) if d.is_zero() => {
+                self.error(probe, key, "must be longer than zero");
+                None
+            }
+            Ok(d) if d > MAX_DURATION => {
+                self.error(probe, key, "must be at most 7 days");
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                // humantime lists every unit it knows; keep the first clause.
+                let e = e.to_string();
+                let e = e.split(", supported").next().unwrap_or_default();
+                self.error(
+                    probe,
+                    key,
+                    format!("`{s}` is not a duration like 30s, 1m30s or 500ms ({e})"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A URL to dial, after `${VAR}`, through the one strict parser ([`parse_url`]).
+    /// Messages never echo it: it may hold a secret.
+    pub(super) fn url(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<http::Uri> {
+        let text = self.substitute(probe, key, template)?;
+        match parse_url(&text).and_then(|u| to_uri(&u)) {
+            Ok(uri) => Some(uri),
+            Err(e) => {
+                self.error(probe, key, e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Header names are case-insensitive: `Authorization` and `authorization` in one
+    /// mapping are the same header, and one would be silently dropped. Reported at the
+    /// one written second.
+    pub(super) fn duplicate_headers(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        raw: &BTreeMap<String, String>,
+    ) {
+        let mut lower: Vec<(String, &String)> = raw.keys().map(|k| (k.to_ascii_lowercase(), k)).collect();
+        lower.sort();
+        if lower.windows(2).all(|w| w[0].0 != w[1].0) {
+            return;
+        }
+        // Positions only now: a file without the problem never builds the index.
+        let mut names: Vec<((usize, usize), &String)> = raw
+            .keys()
+            .map(|k| (self.index().locate_key(&format!("{prefix}.{k}")), k))
+            .collect();
+        names.sort();
+        let mut first: HashMap<String, &String> = HashMap::new();
+        for (position, name) in names {
+            if let Some(earlier) = first.insert(name.to_ascii_lowercase(), name) {
+                first.insert(name.to_ascii_lowercase(), earlier);
+                self.error_at(
+                    position,
+                    probe,
+                    &format!("{prefix}.{name}"),
+                    format!(
+                        "`{earlier}` is set too: header names are case-insensitive, so one would be dropped"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Header values (after `${VAR}`) as secrets; `prefix` is the `headers` key.
+    pub(super) fn secret_headers(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        raw: &BTreeMap<String, String>,
+    ) -> Vec<(http::HeaderName, Secret)> {
+        self.duplicate_headers(probe, prefix, raw);
+        let mut headers = Vec::new();
+        for (name, template) in raw {
+            let path = format!("{prefix}.{name}");
+            let Ok(header) = http::HeaderName::from_str(&name.to_ascii_lowercase()) else {
+                self.error(probe, &path, "not a valid HTTP header name");
+                continue;
+            };
+            let Some(value) = self.substitute(probe, &path, template) else {
+                continue;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                // Do not echo the value: it may be a secret.
+                self.error(
+                    probe,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                continue;
+            }
+            headers.push((header, Secret::new(value)));
+        }
+        headers
+    }
+
+    /// A CA file named relative to the config file: a regular file of at most
+    /// [`files::MAX_CA_FILE_BYTES`], read once here so that `check` finds what the
+    /// client would fail on.
+    pub(super) fn existing_file(&mut self, probe: Option<&str>, key: &str, name: &str) -> Option<PathBuf> {
+        let path = self.base_dir.join(name);
+        match files::read_regular(&path, files::MAX_CA_FILE_BYTES) {
+            Ok(_) => Some(path),
+            Err(e) => {
+                self.error(probe, key, file_message(name, &e));
+                None
+            }
+        }
+    }
+
+    /// A URL that may hold a secret (a Slack webhook, credentials): checked, never echoed.
+    pub(super) fn secret_url(&mut self, key: &str, template: &str) -> Option<http::Uri> {
+        self.url(None, key, template)
+    }
+
+    /// Replaces `${NAME}` with the environment's value; `$$` is a literal `$`. A missing
+    /// variable is an error. Values are never echoed in messages.
+    pub(super) fn substitute(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<String> {
+        let used = std::cell::RefCell::new(Vec::new());
+        let env = |name: &str| {
+            let value = (self.env)(name);
+            used.borrow_mut().extend(value.clone());
+            value
+        };
+        let result = substitute_env(template, &env);
+        self.substituted.extend(used.into_inner());
+        match result {
+            Ok(s) => Some(s),
+            Err(message) => {
+                self.error(probe, key, message);
+                None
+            }
+        }
+    }
+
+    pub(super) fn labels(&mut self, probe: Option<&str>, prefix: &str, labels: &BTreeMap<String, String>) {
+        if labels.len() > MAX_LABELS {
+            self.error(
+                probe,
+                &format!("{prefix}.labels"),
+                format!(
+                    "{} labels; at most {MAX_LABELS} (each one multiplies every series)",
+                    labels.len()
+                ),
+            );
+        }
+        for (k, v) in labels {
+            let key = format!("{prefix}.labels.{k}");
+            let valid_name = k
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !k.starts_with("__");
+            if !valid_name {
+                self.error(
+                    probe,
+                    &key,
+                    "a label name is letters, digits and `_`, not starting with a digit or `__`",
+                );
+            } else if RESERVED_LABELS.contains(&k.as_str()) {
+                self.error(
+                    probe,
+                    &key,
+                    format!("`{k}` is set by inferprobe itself; choose another name"),
+                );
+            }
+            if v.is_empty() || v.len() > MAX_LABEL_VALUE_LEN {
+                self.error(
+                    probe,
+                    &key,
+                    format!("a label value must be 1-{MAX_LABEL_VALUE_LEN} characters"),
+                );
+            } else if looks_like_identifier(v) {
+                self.error(
+                    probe,
+                    &key,
+                    "the value looks like a unique id; labels must be low-cardinality (a team, a tier, a region)",
+                );
+            }
+        }
+    }
+}
+
+/// Why a named file cannot be used, naming it as the config does.
+pub(super) fn file_message(name: &str, e: &files::FileError) -> String {
+    match e {
+        files::FileError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            format!("no such file: `{name}` (relative to this file)")
+        }
+        files::FileError::Io(io) => format!("cannot read `{name}` (relative to this file): {io}"),
+        other => format!("`{name}` {other}"),
+    }
+}
+
+/// Names and locations become label values: keep them short and plain.
+/// A label value we accept from people: names, locations.
+pub fn valid_label_value(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_LABEL_VALUE_LEN
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// UUIDs, long hex or long digit strings: values that are almost always unique per
+/// request or user, and so explode series counts.
+pub(super) fn looks_like_identifier(v: &str) -> bool {
+    let hexish = v.chars().filter(|c| c.is_ascii_hexdigit() || *c == '-').count() == v.len();
+    let digits = v.chars().filter(char::is_ascii_digit).count();
+    (hexish && v.len() >= 16 && digits >= 4) || (digits >= 10 && digits * 2 > v.len())
+}
+
+pub(super) fn fmt_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}

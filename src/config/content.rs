@@ -1,0 +1,556 @@
+//! What LLM and vision probes send, as the config names it: prompt sets, the built-in
+//! image catalogue and image files, and `kserve_v2` input tensors; the types and their
+//! checks. The bytes themselves are made by payload/ when a probe is built.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::check::{Checker, file_message};
+use super::raw::{RawImages, RawInput, RawPrompts};
+use super::{Kind, MAX_TENSOR_ELEMENTS, files};
+
+/// Prompt length buckets, by estimated tokens: short < 64, medium 64-256, long > 256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptBucket {
+    Short,
+    Medium,
+    Long,
+}
+
+impl PromptBucket {
+    pub const ALL: [PromptBucket; 3] = [PromptBucket::Short, PromptBucket::Medium, PromptBucket::Long];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptBucket::Short => "short",
+            PromptBucket::Medium => "medium",
+            PromptBucket::Long => "long",
+        }
+    }
+
+    /// The bucket of a prompt of about `tokens` tokens.
+    pub fn for_tokens(tokens: usize) -> PromptBucket {
+        match tokens {
+            0..64 => PromptBucket::Short,
+            64..=256 => PromptBucket::Medium,
+            _ => PromptBucket::Long,
+        }
+    }
+}
+
+/// Where a probe's prompts come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prompts {
+    /// Our built-in prompt sets, restricted to these buckets.
+    Builtin(Vec<PromptBucket>),
+    /// The user's own prompts (inline, or read from a file at load time).
+    Custom(Vec<String>),
+}
+
+/// How a built-in image is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ImageFormat {
+    Jpeg,
+    Png,
+}
+
+/// What a built-in image shows: a photo-like outdoor scene, or a chart with text (the
+/// screenshots and documents people send to vision models).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scene {
+    Photo,
+    Chart,
+}
+
+/// One of our generated images. The pixels are made by payload/images.rs when a probe is
+/// built; this is only the catalogue, so the config can be checked without making them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BuiltinImage {
+    pub name: &'static str,
+    pub width: u32,
+    pub height: u32,
+    pub format: ImageFormat,
+    pub scene: Scene,
+}
+
+/// The built-in images, at the sizes people send: classifier inputs (224x224), camera
+/// frames (640x480), screenshots and video frames (1920x1080), and a phone photo of a few
+/// MB (4000x3000).
+pub const BUILTIN_IMAGES: &[BuiltinImage] = &[
+    BuiltinImage {
+        name: "scene-224.jpg",
+        width: 224,
+        height: 224,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "scene-224.png",
+        width: 224,
+        height: 224,
+        format: ImageFormat::Png,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "scene-640x480.jpg",
+        width: 640,
+        height: 480,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "chart-640x480.png",
+        width: 640,
+        height: 480,
+        format: ImageFormat::Png,
+        scene: Scene::Chart,
+    },
+    BuiltinImage {
+        name: "scene-1920x1080.jpg",
+        width: 1920,
+        height: 1080,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+    BuiltinImage {
+        name: "chart-1920x1080.png",
+        width: 1920,
+        height: 1080,
+        format: ImageFormat::Png,
+        scene: Scene::Chart,
+    },
+    BuiltinImage {
+        name: "photo-4000x3000.jpg",
+        width: 4000,
+        height: 3000,
+        format: ImageFormat::Jpeg,
+        scene: Scene::Photo,
+    },
+];
+
+/// Where a probe's images come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ImageSource {
+    Builtin(BuiltinImage),
+    /// A JPEG or PNG file (folders are expanded when the config is loaded).
+    File(PathBuf),
+}
+
+/// The images a probe sends, rotated per run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Images {
+    pub sources: Vec<ImageSource>,
+    /// Images in each request.
+    pub per_run: usize,
+    /// OpenAI's `detail` (`low`, `high`, `auto`), when set.
+    pub detail: Option<String>,
+    /// `http` only: how the images travel.
+    pub upload: Upload,
+}
+
+/// How an `http` probe sends its images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upload {
+    /// `multipart/form-data`, one file part per image in the named field (TorchServe and
+    /// most FastAPI/Flask services read `data` or `file`).
+    Multipart { field: String },
+    /// The image file as the whole body, with its media type.
+    Raw,
+}
+
+/// Open Inference Protocol tensor datatypes.
+pub const TENSOR_DATATYPES: &[&str] = &[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
+    "BF16", "BYTES",
+];
+
+/// `kserve_v2`: the input tensor to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorInput {
+    pub name: String,
+    pub datatype: String,
+    /// As sent; for image pixels, the size the image is resized to.
+    pub shape: Vec<i64>,
+    pub data: TensorData,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorData {
+    /// Numbers (or strings) given in the config, row-major.
+    Literal(Vec<serde_json::Value>),
+    /// The probe's image file as one base64 BYTES element, decoded by the model.
+    ImageBytes,
+    /// The probe's image decoded to RGB, resized to the shape and laid out as given;
+    /// UINT8 0-255, or FP32 0-1.
+    ImagePixels { channels_first: bool },
+}
+
+impl Checker<'_> {
+    pub(crate) fn tensor_input(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        raw: Option<RawInput>,
+        images: Option<&Images>,
+    ) -> Option<TensorInput> {
+        let key = format!("{prefix}.input");
+        let Some(raw) = raw else {
+            self.error(probe, &key, "kind kserve_v2 needs an `input` tensor");
+            return None;
+        };
+        let datatype = raw.datatype.to_ascii_uppercase();
+        if !TENSOR_DATATYPES.contains(&datatype.as_str()) {
+            self.error(
+                probe,
+                &format!("{key}.datatype"),
+                format!("`{}` is not one of {}", raw.datatype, TENSOR_DATATYPES.join(", ")),
+            );
+            return None;
+        }
+        if raw.shape.is_empty() || raw.shape.iter().any(|d| *d < 1) {
+            self.error(probe, &format!("{key}.shape"), "dimensions must be 1 or more");
+            return None;
+        }
+        let elements = raw.shape.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
+        let Some(elements) = elements.filter(|e| *e <= MAX_TENSOR_ELEMENTS) else {
+            self.error(
+                probe,
+                &format!("{key}.shape"),
+                format!("more than {MAX_TENSOR_ELEMENTS} elements"),
+            );
+            return None;
+        };
+        let data = match (raw.data, raw.image.as_deref()) {
+            (Some(values), None) => {
+                if values.len() as i64 != elements {
+                    self.error(
+                        probe,
+                        &format!("{key}.data"),
+                        format!(
+                            "{} values for shape {:?}, which holds {elements}",
+                            values.len(),
+                            raw.shape
+                        ),
+                    );
+                    return None;
+                }
+                TensorData::Literal(values)
+            }
+            (None, Some(how)) => {
+                if images.is_none() {
+                    self.error(probe, &format!("{key}.image"), "set the probe's `images` to send");
+                    return None;
+                }
+                match how {
+                    "bytes" if datatype == "BYTES" => TensorData::ImageBytes,
+                    "bytes" => {
+                        self.error(
+                            probe,
+                            &format!("{key}.datatype"),
+                            "encoded image bytes travel as BYTES",
+                        );
+                        return None;
+                    }
+                    "pixels" => {
+                        let channels_first = match raw.layout.as_deref().unwrap_or("NHWC") {
+                            "NHWC" => false,
+                            "NCHW" => true,
+                            other => {
+                                self.error(
+                                    probe,
+                                    &format!("{key}.layout"),
+                                    format!("`{other}` is not NHWC or NCHW"),
+                                );
+                                return None;
+                            }
+                        };
+                        let channels = if channels_first {
+                            raw.shape.get(1)
+                        } else {
+                            raw.shape.get(3)
+                        };
+                        if raw.shape.len() != 4 || raw.shape[0] != 1 || channels != Some(&3) {
+                            self.error(
+                                probe,
+                                &format!("{key}.shape"),
+                                "pixels need a shape [1, H, W, 3] (NHWC) or [1, 3, H, W] (NCHW)",
+                            );
+                            return None;
+                        }
+                        if !matches!(datatype.as_str(), "UINT8" | "FP32") {
+                            self.error(
+                                probe,
+                                &format!("{key}.datatype"),
+                                "pixels travel as UINT8 (0-255) or FP32 (0-1)",
+                            );
+                            return None;
+                        }
+                        TensorData::ImagePixels { channels_first }
+                    }
+                    other => {
+                        self.error(
+                            probe,
+                            &format!("{key}.image"),
+                            format!("`{other}` is not bytes or pixels"),
+                        );
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.error(probe, &key, "set exactly one of `data` or `image`");
+                return None;
+            }
+        };
+        Some(TensorInput {
+            name: raw.name,
+            datatype,
+            shape: raw.shape,
+            data,
+        })
+    }
+
+    pub(crate) fn images(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        kind: Kind,
+        raw: RawImages,
+    ) -> Option<Images> {
+        let key = format!("{prefix}.images");
+        if !kind.takes_images() {
+            self.error(
+                probe,
+                &key,
+                format!("kind {} does not take images", kind.as_str()),
+            );
+            return None;
+        }
+        let mut sources = Vec::new();
+        if raw.builtin.as_ref().is_some_and(Vec::is_empty) || raw.files.as_ref().is_some_and(Vec::is_empty) {
+            self.error(probe, &key, "an empty list of images");
+        }
+        for (i, name) in raw.builtin.iter().flatten().enumerate() {
+            match BUILTIN_IMAGES.iter().find(|b| b.name == name) {
+                Some(b) => sources.push(ImageSource::Builtin(*b)),
+                None => {
+                    let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
+                    self.error(
+                        probe,
+                        &format!("{key}.builtin[{i}]"),
+                        format!(
+                            "no built-in image `{name}`; the built-in images are {}",
+                            names.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        for (i, file) in raw.files.iter().flatten().enumerate() {
+            let path = self.base_dir.join(file);
+            let file_key = format!("{key}.files[{i}]");
+            if path.is_dir() {
+                // Regular files only: a FIFO named x.png would hang the probe's build.
+                let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|p| {
+                                p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                                    matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
+                                }) && p.is_file()
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                found.sort();
+                if found.is_empty() {
+                    self.error(
+                        probe,
+                        &file_key,
+                        format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
+                    );
+                }
+                for f in found {
+                    if let Some(f) = self.image_file(probe, &file_key, f) {
+                        sources.push(ImageSource::File(f));
+                    }
+                }
+            } else {
+                match std::fs::metadata(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.error(
+                        probe,
+                        &file_key,
+                        format!("no such file or folder: `{file}` (relative to this file)"),
+                    ),
+                    _ => {
+                        if let Some(f) = self.image_file(probe, &file_key, path) {
+                            sources.push(ImageSource::File(f));
+                        }
+                    }
+                }
+            }
+        }
+        if raw.builtin.is_none() && raw.files.is_none() {
+            self.error(probe, &key, "name `builtin` images, `files`, or both");
+        }
+        let per_run = raw.per_run.unwrap_or(1);
+        if !(1..=16).contains(&per_run) {
+            self.error(probe, &format!("{key}.per_run"), "must be between 1 and 16");
+        }
+        if let Some(d) = &raw.detail {
+            if !matches!(kind, Kind::OpenAiChat | Kind::OpenAiResponses) {
+                self.error(
+                    probe,
+                    &format!("{key}.detail"),
+                    "only for openai_chat and openai_responses",
+                );
+            } else if !matches!(d.as_str(), "low" | "high" | "auto") {
+                self.error(
+                    probe,
+                    &format!("{key}.detail"),
+                    format!("`{d}` is not one of low, high, auto"),
+                );
+            }
+        }
+        let upload = match (raw.upload.as_deref(), kind) {
+            (None | Some("multipart"), Kind::Http) => Upload::Multipart {
+                field: raw.field.clone().unwrap_or_else(|| "data".to_owned()),
+            },
+            (Some("raw"), Kind::Http) => {
+                if per_run != 1 {
+                    self.error(
+                        probe,
+                        &format!("{key}.per_run"),
+                        "a raw upload sends exactly one image",
+                    );
+                }
+                Upload::Raw
+            }
+            (Some(other), Kind::Http) => {
+                self.error(
+                    probe,
+                    &format!("{key}.upload"),
+                    format!("`{other}` is not one of multipart, raw"),
+                );
+                Upload::Raw
+            }
+            (Some(_), _) => {
+                self.error(probe, &format!("{key}.upload"), "only for kind http");
+                Upload::Raw
+            }
+            (None, _) => Upload::Raw,
+        };
+        if raw.field.is_some() && !matches!(upload, Upload::Multipart { .. }) {
+            self.error(
+                probe,
+                &format!("{key}.field"),
+                "only for multipart uploads of kind http",
+            );
+        }
+        (!sources.is_empty()).then_some(Images {
+            sources,
+            per_run,
+            detail: raw.detail,
+            upload,
+        })
+    }
+
+    /// An image file to send: regular, and at most [`files::MAX_IMAGE_FILE_BYTES`] (it
+    /// is read when the probe is built, through the same checks).
+    pub(super) fn image_file(&mut self, probe: Option<&str>, key: &str, path: PathBuf) -> Option<PathBuf> {
+        let problem = match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => Some(files::FileError::NotRegular(files::kind(&m))),
+            Ok(m) if m.len() > files::MAX_IMAGE_FILE_BYTES => {
+                Some(files::FileError::TooLarge(files::MAX_IMAGE_FILE_BYTES))
+            }
+            Ok(_) => None,
+            Err(e) => Some(files::FileError::Io(e)),
+        };
+        match problem {
+            None => Some(path),
+            Some(e) => {
+                let name = path
+                    .strip_prefix(&self.base_dir)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                self.error(probe, key, file_message(&name, &e));
+                None
+            }
+        }
+    }
+
+    pub(super) fn prompts(
+        &mut self,
+        probe: Option<&str>,
+        prefix: &str,
+        kind: Kind,
+        raw: Option<RawPrompts>,
+    ) -> Option<Prompts> {
+        let key = format!("{prefix}.prompts");
+        let Some(raw) = raw else {
+            return Some(Prompts::Builtin(PromptBucket::ALL.to_vec()));
+        };
+        if !kind.is_llm() {
+            self.error(probe, &key, "only for LLM kinds; use `body` for http");
+            return None;
+        }
+        let set = [raw.builtin.is_some(), raw.inline.is_some(), raw.file.is_some()];
+        if set.iter().filter(|s| **s).count() != 1 {
+            self.error(probe, &key, "set exactly one of `builtin`, `inline` or `file`");
+            return None;
+        }
+        if let Some(mut buckets) = raw.builtin {
+            if buckets.is_empty() {
+                self.error(
+                    probe,
+                    &format!("{key}.builtin"),
+                    "name at least one of short, medium, long",
+                );
+                return None;
+            }
+            buckets.sort();
+            buckets.dedup();
+            return Some(Prompts::Builtin(buckets));
+        }
+        let (list, list_key) = if let Some(inline) = raw.inline {
+            (inline, format!("{key}.inline"))
+        } else {
+            let file = raw.file.unwrap_or_default();
+            let path = self.base_dir.join(&file);
+            match files::read_regular_text(&path, files::MAX_PROMPT_FILE_BYTES) {
+                Ok(text) => (split_prompt_file(&text), format!("{key}.file")),
+                Err(e) => {
+                    self.error(probe, &format!("{key}.file"), file_message(&file, &e));
+                    return None;
+                }
+            }
+        };
+        let list: Vec<String> = list.into_iter().filter(|p| !p.trim().is_empty()).collect();
+        if list.is_empty() {
+            self.error(probe, &list_key, "holds no prompt");
+            return None;
+        }
+        Some(Prompts::Custom(list))
+    }
+}
+
+/// A prompt file holds prompts separated by lines that contain only `---`.
+pub(super) fn split_prompt_file(text: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for line in text.lines() {
+        if line.trim() == "---" {
+            out.push(String::new());
+        } else {
+            let cur = out.last_mut().expect("never empty");
+            if !cur.is_empty() {
+                cur.push('\n');
+            }
+            cur.push_str(line);
+        }
+    }
+    out.into_iter().map(|p| p.trim().to_owned()).collect()
+}

@@ -1,0 +1,483 @@
+//! [`Endpoint`]: one phase-timed request to where a probe points, the same for every
+//! kind (streaming or not): the client, the request target and headers, sending within
+//! a deadline that blames the phase in progress, judging the status (with the error
+//! body's message, secrets removed), reading a whole body, and the `expect` checks on
+//! the output.
+//!
+//! Imports config, outcome, net and the redactor.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::Full;
+
+use super::{RunContext, redactor_for};
+use crate::config::{Expect, ProbeConfig};
+use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream, TlsRoots};
+use crate::outcome::{Failure, FailureReason, Observation};
+use crate::redact::Redactor;
+
+/// Bytes of an error body read for its message.
+const MAX_ERROR_BODY: usize = 4096;
+
+/// Where a probe sends and what it checks, the same for every kind: the client, the
+/// request target, the headers (the user's marked sensitive), the `expect` checks, and
+/// the secrets to keep out of messages.
+pub(crate) struct Endpoint {
+    client: HttpClient,
+    path_and_query: http::uri::PathAndQuery,
+    headers: http::HeaderMap,
+    pub expect: Expect,
+    max_response_bytes: u64,
+    pub redactor: Redactor,
+}
+
+impl Endpoint {
+    /// `base` headers are the protocol's own (content type, accept); the user's headers
+    /// from the config override them.
+    pub fn build(
+        config: &ProbeConfig,
+        roots: &TlsRoots,
+        base: &[(http::HeaderName, &'static str)],
+    ) -> Result<Self, crate::net::TlsSetupError> {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!("inferprobe/", env!("CARGO_PKG_VERSION"))),
+        );
+        for (name, value) in base {
+            headers.insert(name.clone(), http::HeaderValue::from_static(value));
+        }
+        // Credentials in the URL (`https://user:pass@host/...`) are sent as Basic auth,
+        // as curl and browsers do; an Authorization header in the config wins.
+        if let Some(basic) = basic_auth_from_url(&config.url)
+            && let Ok(mut v) = http::HeaderValue::from_str(&basic)
+        {
+            v.set_sensitive(true);
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
+        for (name, value) in &config.headers {
+            if let Ok(mut v) = http::HeaderValue::from_str(value.expose()) {
+                v.set_sensitive(true);
+                headers.insert(name.clone(), v);
+            }
+        }
+        Ok(Endpoint {
+            client: HttpClient::new(&config.url, roots, &config.tls, config.reuse_connections)?,
+            path_and_query: config
+                .url
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+            headers,
+            expect: config.expect.clone(),
+            max_response_bytes: config.max_response_bytes,
+            redactor: redactor_for(config),
+        })
+    }
+
+    /// Failure messages may quote what the server sent, which may echo credentials.
+    pub fn redact(&self, obs: &mut Observation) {
+        if let Err(f) = &mut obs.result {
+            f.message = self.redactor.clean(&f.message);
+        }
+    }
+
+    /// The request to send; built before a run's clock starts.
+    pub fn request(&self, method: &http::Method, body: Bytes) -> http::Request<Full<Bytes>> {
+        self.build_request(method, http::Uri::from(self.path_and_query.clone()), body)
+    }
+
+    /// A request to another path on the same server (e.g. a readiness check).
+    pub fn request_to(&self, method: &http::Method, path: &str, body: Bytes) -> http::Request<Full<Bytes>> {
+        let uri = http::Uri::try_from(path).unwrap_or_else(|_| http::Uri::from(self.path_and_query.clone()));
+        self.build_request(method, uri, body)
+    }
+
+    fn build_request(
+        &self,
+        method: &http::Method,
+        uri: http::Uri,
+        body: Bytes,
+    ) -> http::Request<Full<Bytes>> {
+        let mut request = http::Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .body(Full::new(body))
+            .expect("a request from valid parts");
+        *request.headers_mut() = self.headers.clone();
+        request
+    }
+
+    /// Sends and checks the status: `Some` with the response when the body is worth
+    /// reading, `None` with `obs.result` set otherwise.
+    pub async fn open(
+        &self,
+        request: http::Request<Full<Bytes>>,
+        cx: &RunContext,
+        obs: &mut Observation,
+        head_deadline: tokio::time::Instant,
+        head_timeout_reason: FailureReason,
+    ) -> Option<ResponseStream<'_>> {
+        let mut response = send(
+            &self.client,
+            request,
+            obs,
+            head_deadline,
+            head_timeout_reason,
+            self.max_response_bytes,
+        )
+        .await?;
+        check_status(&mut response, &self.expect, cx, obs, &self.redactor)
+            .await
+            .then_some(response)
+    }
+}
+
+/// `Basic <base64>` for credentials in a URL's userinfo, if it has any.
+fn basic_auth_from_url(url: &http::Uri) -> Option<String> {
+    use base64::Engine as _;
+    let (userinfo, _) = url.authority()?.as_str().rsplit_once('@')?;
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let pair = format!(
+        "{}:{}",
+        crate::redact::percent_decode(user),
+        crate::redact::percent_decode(password)
+    );
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    ))
+}
+
+/// Sends the request, recording phases into `obs`. On failure `obs.result` is set and
+/// `None` returned. `head_deadline` bounds everything up to the response headers;
+/// running out of it is blamed on the phase that was in progress.
+async fn send<'c>(
+    client: &'c HttpClient,
+    request: http::Request<Full<Bytes>>,
+    obs: &mut Observation,
+    head_deadline: tokio::time::Instant,
+    head_timeout_reason: FailureReason,
+    max_body_bytes: u64,
+) -> Option<ResponseStream<'c>> {
+    let sent = tokio::time::timeout_at(head_deadline, client.send(request, obs, max_body_bytes)).await;
+    match sent {
+        Ok(Ok(stream)) => {
+            obs.http_status = Some(stream.response.status().as_u16());
+            Some(stream)
+        }
+        Ok(Err(e)) => {
+            obs.result = Err(Failure::new(e.reason(), e.to_string()));
+            None
+        }
+        Err(_) => {
+            let waited = humantime::format_duration(round_ms(
+                head_deadline.duration_since(tokio::time::Instant::from_std(obs.marks.start)),
+            ));
+            let m = &obs.marks;
+            let (reason, what) = if m.dns_done.is_none() && !obs.connection_reused {
+                (FailureReason::Dns, "resolving the host")
+            } else if m.connect_done.is_none() && !obs.connection_reused {
+                (FailureReason::Connect, "connecting")
+            } else if client.is_tls() && m.tls_done.is_none() && !obs.connection_reused {
+                (FailureReason::Tls, "in the TLS handshake")
+            } else {
+                (head_timeout_reason, "waiting for response headers")
+            };
+            obs.result = Err(Failure::new(reason, format!("timed out after {waited} {what}")));
+            None
+        }
+    }
+}
+
+/// Deadlines are set a few microseconds before a run's start instant; show whole ms.
+fn round_ms(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_millis((d.as_secs_f64() * 1000.0).round() as u64)
+}
+
+/// Fails the run unless the status is accepted: listed in `expect.status`, or any 2xx
+/// when the list is empty. For a rejected status the error body's message (secrets
+/// removed) goes into the failure message.
+async fn check_status(
+    stream: &mut ResponseStream<'_>,
+    expect: &Expect,
+    cx: &RunContext,
+    obs: &mut Observation,
+    redactor: &Redactor,
+) -> bool {
+    let status = stream.response.status().as_u16();
+    let accepted = if expect.status.is_empty() {
+        (200..300).contains(&status)
+    } else {
+        expect.status.contains(&status)
+    };
+    if accepted {
+        return true;
+    }
+    let reason = FailureReason::for_status(status).unwrap_or(FailureReason::Assertion);
+    let mut message = if reason == FailureReason::Assertion {
+        format!("expected status {:?}, got {status}", expect.status)
+    } else {
+        format!("HTTP {status}")
+    };
+    if let Some(after) = stream
+        .response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+    {
+        message.push_str(&format!(" (Retry-After: {after})"));
+    }
+    // The message is a nicety: never let a slow error body hold the run long.
+    let wait = cx
+        .deadline
+        .min(tokio::time::Instant::now() + std::time::Duration::from_secs(1));
+    let body = read_prefix(&mut stream.body, MAX_ERROR_BODY, wait).await;
+    // Redacted before `error_detail` cuts it (and after, for what JSON decoding
+    // reveals); a body cut by the read cap may end in a secret's start.
+    let text = String::from_utf8_lossy(&body);
+    let text = if body.len() >= MAX_ERROR_BODY {
+        redactor.clean_cut(&text)
+    } else {
+        redactor.clean(&text)
+    };
+    if let Some(detail) = error_detail(text.as_bytes()) {
+        message.push_str(": ");
+        message.push_str(&redactor.clean(&detail));
+    }
+    obs.result = Err(Failure::new(reason, message));
+    false
+}
+
+/// Reads up to `limit` bytes of a body, giving up quietly at the deadline or an error.
+async fn read_prefix(body: &mut BodyStream<'_>, limit: usize, deadline: tokio::time::Instant) -> Vec<u8> {
+    let mut out = Vec::new();
+    while out.len() < limit {
+        match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(Ok(Some(chunk))) => out.extend_from_slice(&chunk[..chunk.len().min(limit - out.len())]),
+            _ => break,
+        }
+    }
+    out
+}
+
+/// The human part of an error body: `error.message`, `error`, `message` or `detail` of a
+/// JSON body, else the start of the text. One line, at most 200 characters.
+pub(crate) fn error_detail(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let from_json = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| json_error_message(&v));
+    let detail = from_json.unwrap_or_else(|| text.to_owned());
+    Some(one_line(&detail, 200))
+}
+
+/// The message of an in-band or body error object, in the shapes servers use:
+/// `{"error":{"message":..}}`, `{"error":"..."}`, `{"message":..}`, `{"detail":..}`.
+pub(crate) fn json_error_message(v: &serde_json::Value) -> Option<String> {
+    let err = v.get("error").unwrap_or(v);
+    for key in ["message", "detail"] {
+        if let Some(m) = err.get(key).and_then(|m| m.as_str()) {
+            return Some(m.to_owned());
+        }
+    }
+    match err {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => None,
+        other if v.get("error").is_some() => Some(other.to_string()),
+        _ => None,
+    }
+}
+
+fn one_line(s: &str, max_chars: usize) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    crate::human::shorten(&flat, max_chars)
+}
+
+/// Reads a whole (non-streamed) body to its end within the deadline and the byte cap,
+/// keeping its first `keep` bytes. Marks the end; the caller sets `obs.result`.
+pub(crate) async fn read_body(
+    body: &mut BodyStream<'_>,
+    keep: usize,
+    cx: &RunContext,
+    obs: &mut Observation,
+) -> Result<Vec<u8>, Failure> {
+    let mut kept = Vec::new();
+    let result = loop {
+        match tokio::time::timeout_at(cx.deadline, body.next()).await {
+            Err(_) => {
+                break Err(timeout_failure(
+                    FailureReason::TimeoutTotal,
+                    "body not complete",
+                    obs.marks.start,
+                    cx.deadline,
+                ));
+            }
+            Ok(Err(e @ BodyError::TooLarge { .. })) => {
+                break Err(Failure::new(FailureReason::InvalidResponse, e.to_string()));
+            }
+            Ok(Err(e @ BodyError::Broken(_))) => {
+                break Err(Failure::new(FailureReason::Truncated, e.to_string()));
+            }
+            Ok(Ok(None)) => {
+                obs.marks.end = Some(Instant::now());
+                break Ok(kept);
+            }
+            Ok(Ok(Some(chunk))) => {
+                let room = keep.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+        }
+    };
+    obs.bytes_received = body.received();
+    result
+}
+
+pub(crate) fn timeout_failure(
+    reason: FailureReason,
+    what: &str,
+    start: Instant,
+    deadline: tokio::time::Instant,
+) -> Failure {
+    let after = deadline.into_std().saturating_duration_since(start);
+    Failure::new(
+        reason,
+        format!("{what} within {}", humantime::format_duration(round_ms(after))),
+    )
+}
+
+/// The `expect` checks on a complete response. `any_output` counts reasoning and tool
+/// output too; `contains` looks at the answer text only.
+pub(crate) fn check_output(
+    expect: &Expect,
+    text: &str,
+    any_output: bool,
+    tokens: Option<u64>,
+) -> Result<(), Failure> {
+    let assertion = |what: String| {
+        Err(Failure::new(
+            FailureReason::Assertion,
+            format!("{what}; it starts {:?}", one_line(text, 80)),
+        ))
+    };
+    if expect.non_empty && !any_output {
+        return Err(Failure::new(
+            FailureReason::EmptyOutput,
+            "the response completed with no generated output",
+        ));
+    }
+    if let Some(n) = tokens
+        && n < expect.min_output_tokens
+    {
+        return Err(Failure::new(
+            FailureReason::Assertion,
+            format!(
+                "expected at least {} output tokens, got {n}",
+                expect.min_output_tokens
+            ),
+        ));
+    }
+    if let Some(needle) = &expect.contains
+        && !text.contains(needle.as_str())
+    {
+        return assertion(format!("expected the output to contain {needle:?}"));
+    }
+    if let Some(pattern) = &expect.matches
+        && !pattern.regex.is_match(text)
+    {
+        return assertion(format!("expected the output to match /{}/", pattern.source));
+    }
+    if expect.json
+        && let Err(e) = serde_json::from_str::<serde_json::Value>(text.trim())
+    {
+        return assertion(format!("expected JSON output ({e})"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_detail_finds_the_message_in_common_shapes() {
+        let cases: &[(&str, &str)] = &[
+            (
+                r#"{"error":{"code":400,"message":"Expected 'messages' to be an array","type":"invalid_request_error"}}"#,
+                "Expected 'messages' to be an array",
+            ),
+            (r#"{"error":"model not found"}"#, "model not found"),
+            (r#"{"detail":"Not Found"}"#, "Not Found"),
+            (
+                "<html><body>502 Bad Gateway</body></html>",
+                "<html><body>502 Bad Gateway</body></html>",
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(error_detail(body.as_bytes()).as_deref(), Some(*want));
+        }
+        assert_eq!(error_detail(b"  "), None);
+    }
+
+    #[test]
+    fn regex_and_json_expectations() {
+        let regex = regex::Regex::new("(?i)^open").unwrap();
+        let expect = Expect {
+            matches: Some(crate::config::Pattern {
+                source: "(?i)^open".into(),
+                regex,
+            }),
+            ..Expect::default()
+        };
+        assert!(check_output(&expect, "Open 24h", true, None).is_ok());
+        let f = check_output(&expect, "closed", true, None).unwrap_err();
+        assert_eq!(f.reason, FailureReason::Assertion);
+        assert!(f.message.contains("/(?i)^open/"), "{}", f.message);
+
+        let json = Expect {
+            json: true,
+            ..Expect::default()
+        };
+        assert!(check_output(&json, " {\"answer\": 4} ", true, None).is_ok());
+        assert_eq!(
+            check_output(&json, "{answer: 4", true, None).unwrap_err().reason,
+            FailureReason::Assertion
+        );
+    }
+
+    #[test]
+    fn error_detail_is_one_bounded_line() {
+        let long = "x\n".repeat(500);
+        let d = error_detail(long.as_bytes()).unwrap();
+        assert!(!d.contains('\n'));
+        assert!(d.chars().count() <= 203);
+    }
+
+    #[test]
+    fn output_checks() {
+        let expect = Expect {
+            non_empty: true,
+            min_output_tokens: 2,
+            contains: Some("Paris".into()),
+            ..Expect::default()
+        };
+        assert_eq!(
+            check_output(&expect, "", false, Some(0)).unwrap_err().reason,
+            FailureReason::EmptyOutput
+        );
+        assert_eq!(
+            check_output(&expect, "Paris", true, Some(1)).unwrap_err().reason,
+            FailureReason::Assertion
+        );
+        assert_eq!(
+            check_output(&expect, "Lyon", true, Some(3)).unwrap_err().reason,
+            FailureReason::Assertion
+        );
+        assert!(check_output(&expect, "It is Paris.", true, Some(3)).is_ok());
+    }
+}

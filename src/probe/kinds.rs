@@ -1,0 +1,220 @@
+//! THE closed list of probe kinds: the `kind:` values ([`Kind`]), what each kind's own
+//! keys become ([`KindSpec`]), the probe each builds ([`AnyProbe`]), and the dispatch
+//! from one to the next: check (config keys -> spec), build (spec -> probe), run, the
+//! simulator's dialects and the event parser the fuzz targets drive. No registry, no macro: plain enums and
+//! matches, so the compiler points at every list a new kind is missing from.
+//!
+//! Adding a kind:
+//! 1. `probe/<kind>.rs`: its `Spec` (an LLM kind takes `GenerationSpec`) and `check`
+//!    (the keys it takes; `SpecKeys::refuse` the per-kind keys it does not), its probe
+//!    and `build`, its request and event parser, the simulator's side of the protocol,
+//!    and golden tests; `pub mod <kind>;` in probe/mod.rs.
+//! 2. Here, one line in each list: [`Kind`] (with its YAML name), [`Kind::ALL`],
+//!    [`Kind::as_str`], [`Kind::is_llm`] / [`Kind::takes_images`] where they differ from
+//!    the default, `Kind::dialects` (streaming kinds), [`KindSpec`], `check_spec`,
+//!    [`AnyProbe`], [`AnyProbe::build`], its `run`, and `event_parser` (streaming kinds).
+//! 3. Rules written per kind elsewhere, if they apply: `expect.model` and the kserve-only
+//!    `expect` keys (config/probe.rs), `images.detail` and `images.upload`
+//!    (config/content.rs).
+//!
+//! Imports the kinds' modules, from config the raw keys and the Checker that positions
+//! their errors.
+
+use serde::Deserialize;
+
+use super::dialect::Dialect;
+use super::{BuildContext, BuildError, Probe, RunLimits};
+use super::{anthropic, http, kserve_v2, ollama, openai, tgi};
+use crate::config::{Checker, ProbeConfig, SpecKeys};
+use crate::outcome::Observation;
+
+/// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
+/// serde attribute and in [`Kind::as_str`]; a test checks they agree with [`Kind::ALL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum Kind {
+    #[serde(rename = "openai_chat")]
+    OpenAiChat,
+    #[serde(rename = "openai_completions")]
+    OpenAiCompletions,
+    #[serde(rename = "openai_responses")]
+    OpenAiResponses,
+    #[serde(rename = "ollama")]
+    Ollama,
+    #[serde(rename = "tgi")]
+    Tgi,
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "kserve_v2")]
+    KserveV2,
+    #[serde(rename = "http")]
+    Http,
+}
+
+impl Kind {
+    /// Every kind, in the order of the list above.
+    pub const ALL: [Kind; 8] = [
+        Kind::OpenAiChat,
+        Kind::OpenAiCompletions,
+        Kind::OpenAiResponses,
+        Kind::Ollama,
+        Kind::Tgi,
+        Kind::Anthropic,
+        Kind::KserveV2,
+        Kind::Http,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::OpenAiChat => "openai_chat",
+            Kind::OpenAiCompletions => "openai_completions",
+            Kind::OpenAiResponses => "openai_responses",
+            Kind::Ollama => "ollama",
+            Kind::Tgi => "tgi",
+            Kind::Anthropic => "anthropic",
+            Kind::KserveV2 => "kserve_v2",
+            Kind::Http => "http",
+        }
+    }
+
+    /// Kinds that stream generated tokens (and so have TTFT and prompts).
+    pub fn is_llm(self) -> bool {
+        !matches!(self, Kind::Http | Kind::KserveV2)
+    }
+
+    /// What the simulator speaks for this kind, found by route: the dialects written in
+    /// the kind's file (Ollama serves two routes; whole-body kinds are answered by the
+    /// simulator's own code).
+    pub(crate) fn dialects(self) -> &'static [&'static dyn Dialect] {
+        match self {
+            Kind::OpenAiChat => &[&openai::simulator::Chat],
+            Kind::OpenAiCompletions => &[&openai::simulator::Completions],
+            Kind::OpenAiResponses => &[&openai::simulator::Responses],
+            Kind::Ollama => &[&ollama::simulator::Chat, &ollama::simulator::Generate],
+            Kind::Tgi => &[&tgi::simulator::GenerateStream],
+            Kind::Anthropic => &[&anthropic::simulator::Messages],
+            Kind::KserveV2 | Kind::Http => &[],
+        }
+    }
+
+    /// Kinds whose requests can carry images.
+    pub fn takes_images(self) -> bool {
+        matches!(
+            self,
+            Kind::OpenAiChat
+                | Kind::OpenAiResponses
+                | Kind::Ollama
+                | Kind::Anthropic
+                | Kind::KserveV2
+                | Kind::Http
+        )
+    }
+}
+
+/// What a probe's kind-specific keys became, checked: one variant per kind's module, each
+/// holding the `Spec` defined in that module.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KindSpec {
+    /// `openai_chat`, `openai_completions`, `openai_responses` (which one is
+    /// [`ProbeConfig::kind`]).
+    OpenAi(openai::Spec),
+    Ollama(ollama::Spec),
+    Tgi(tgi::Spec),
+    Anthropic(anthropic::Spec),
+    KserveV2(kserve_v2::Spec),
+    Http(http::Spec),
+}
+
+/// Checks a probe's kind-specific keys with its kind's own check. Errors go to `cx`,
+/// positioned; `None` when there were any.
+pub(crate) fn check_spec(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<KindSpec> {
+    match keys.kind {
+        Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
+            openai::check(cx, keys).map(KindSpec::OpenAi)
+        }
+        Kind::Ollama => ollama::check(cx, keys).map(KindSpec::Ollama),
+        Kind::Tgi => tgi::check(cx, keys).map(KindSpec::Tgi),
+        Kind::Anthropic => anthropic::check(cx, keys).map(KindSpec::Anthropic),
+        Kind::KserveV2 => kserve_v2::check(cx, keys).map(KindSpec::KserveV2),
+        Kind::Http => http::check(cx, keys).map(KindSpec::Http),
+    }
+}
+
+/// The closed set of probes, one per kind's module.
+pub enum AnyProbe {
+    OpenAi(openai::OpenAiProbe),
+    Ollama(ollama::OllamaProbe),
+    Tgi(tgi::TgiProbe),
+    Anthropic(anthropic::AnthropicProbe),
+    Kserve(kserve_v2::KserveProbe),
+    Http(http::HttpProbe),
+}
+
+impl AnyProbe {
+    /// The probe for a validated config, built by its kind's module.
+    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+        Ok(match &config.spec {
+            KindSpec::OpenAi(spec) => AnyProbe::OpenAi(openai::OpenAiProbe::build(config, spec, cx)?),
+            KindSpec::Ollama(spec) => AnyProbe::Ollama(ollama::OllamaProbe::build(config, spec, cx)?),
+            KindSpec::Tgi(spec) => AnyProbe::Tgi(tgi::TgiProbe::build(config, spec, cx)?),
+            KindSpec::Anthropic(spec) => {
+                AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, spec, cx)?)
+            }
+            KindSpec::KserveV2(spec) => AnyProbe::Kserve(kserve_v2::KserveProbe::build(config, spec, cx)?),
+            KindSpec::Http(spec) => AnyProbe::Http(http::HttpProbe::build(config, spec, cx)?),
+        })
+    }
+}
+
+impl Probe for AnyProbe {
+    async fn run(&self, limits: &RunLimits) -> Observation {
+        match self {
+            AnyProbe::OpenAi(p) => p.run(limits).await,
+            AnyProbe::Ollama(p) => p.run(limits).await,
+            AnyProbe::Tgi(p) => p.run(limits).await,
+            AnyProbe::Anthropic(p) => p.run(limits).await,
+            AnyProbe::Kserve(p) => p.run(limits).await,
+            AnyProbe::Http(p) => p.run(limits).await,
+        }
+    }
+}
+
+/// A streaming kind's event parser: what one framed event said.
+#[cfg(feature = "fuzzing")]
+pub(crate) type EventParser =
+    fn(&super::framing::Event) -> Result<super::generation::EventFacts, crate::outcome::Failure>;
+
+/// The event parser of a kind whose answer is streamed; `None` for whole-body kinds.
+/// Each probe calls its own parser directly; this list is for the fuzz targets.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn event_parser(kind: Kind) -> Option<EventParser> {
+    let parser: EventParser = match kind {
+        Kind::OpenAiChat => |event| openai::parse_event(event, true),
+        Kind::OpenAiCompletions => |event| openai::parse_event(event, false),
+        Kind::OpenAiResponses => openai::parse_responses_event,
+        Kind::Ollama => ollama::parse_line,
+        Kind::Tgi => tgi::parse_event,
+        Kind::Anthropic => anthropic::parse_event,
+        Kind::KserveV2 | Kind::Http => return None,
+    };
+    Some(parser)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ALL` and `as_str` cover every `kind:` value the file format accepts: the list
+    /// serde gives when it rejects one.
+    #[test]
+    fn all_names_every_kind_once() {
+        let e = serde_yaml::from_str::<Kind>("no_such_kind")
+            .unwrap_err()
+            .to_string();
+        let expected: Vec<&str> = e.split('`').skip(3).step_by(2).collect();
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names, expected, "{e}");
+        for kind in Kind::ALL {
+            assert_eq!(serde_yaml::from_str::<Kind>(kind.as_str()).unwrap(), kind);
+        }
+    }
+}
