@@ -20,8 +20,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::framing::Event;
 use super::endpoint::json_error_message;
+use super::framing::Event;
 use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
@@ -66,7 +66,13 @@ impl Probe for LlamaCppProbe {
         })
         .expect("plain structs serialize");
         self.generation
-            .run(limits, Bytes::from(body), (prompt, &images), &PROTOCOL, parse_event)
+            .run(
+                limits,
+                Bytes::from(body),
+                (prompt, &images),
+                &PROTOCOL,
+                parse_event,
+            )
             .await
     }
 }
@@ -108,7 +114,10 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
             .ok()
             .and_then(|v| json_error_message(&v))
             .unwrap_or_else(|| super::preview(raw));
-        return Err(Failure::new(FailureReason::StreamError, format!("in-band error: {message}")));
+        return Err(Failure::new(
+            FailureReason::StreamError,
+            format!("in-band error: {message}"),
+        ));
     }
     let data = event.data.trim();
     if data.is_empty() {
@@ -117,17 +126,26 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
     let e: StreamEvent = serde_json::from_str(data).map_err(|err| {
         Failure::new(
             FailureReason::InvalidResponse,
-            format!("stream event is not a llama.cpp completion event ({err}): {}", super::preview(data)),
+            format!(
+                "stream event is not a llama.cpp completion event ({err}): {}",
+                super::preview(data)
+            ),
         )
     })?;
     if let Some(err) = e.error.filter(|e| !e.is_null()) {
         let message = json_error_message(&serde_json::json!({ "error": err })).unwrap_or_default();
-        return Err(Failure::new(FailureReason::StreamError, format!("in-band error: {message}")));
+        return Err(Failure::new(
+            FailureReason::StreamError,
+            format!("in-band error: {message}"),
+        ));
     }
     let (Some(content), Some(done)) = (e.content, e.stop) else {
         return Err(Failure::new(
             FailureReason::InvalidResponse,
-            format!("stream event has no `content` and `stop`: {}", super::preview(data)),
+            format!(
+                "stream event has no `content` and `stop`: {}",
+                super::preview(data)
+            ),
         ));
     };
     let mut facts = EventFacts {
@@ -210,7 +228,7 @@ pub(crate) mod simulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::framing::{Decoder, SseDecoder};
+    use crate::probe::framing::SseDecoder;
 
     fn events_of(transcript: &str) -> Vec<Event> {
         let body = crate::probe::framing::tests::transcript_body(transcript);
@@ -228,7 +246,7 @@ mod tests {
     /// the reason (`limit`: n_predict reached) only in the last, which ends the stream.
     #[test]
     fn a_real_native_stream_reads_as_its_text_count_and_reason() {
-        let events = events_of(include_str!("../../tests/transcripts/llama-server-tiny-native-completion-stream.txt"));
+        let events = events_of("llama-server-tiny-native-completion-stream.txt");
         let facts: Vec<EventFacts> = events.iter().map(|e| parse_event(e).unwrap()).collect();
         let (last, tokens) = facts.split_last().unwrap();
         assert!(tokens.iter().all(|f| !f.done && f.output_tokens.is_none()));
@@ -243,8 +261,16 @@ mod tests {
 
     #[test]
     fn stop_types_read_as_the_common_finish_reasons() {
-        for (stop_type, reason) in [("eos", Some("stop")), ("word", Some("stop")), ("limit", Some("length")), ("none", Some("none"))] {
-            let f = event(&format!(r#"{{"content":"","stop":true,"stop_type":"{stop_type}","tokens_predicted":3}}"#)).unwrap();
+        for (stop_type, reason) in [
+            ("eos", Some("stop")),
+            ("word", Some("stop")),
+            ("limit", Some("length")),
+            ("none", Some("none")),
+        ] {
+            let f = event(&format!(
+                r#"{{"content":"","stop":true,"stop_type":"{stop_type}","tokens_predicted":3}}"#
+            ))
+            .unwrap();
             assert_eq!(f.finish_reason.as_deref(), reason, "{stop_type}");
         }
     }
@@ -258,15 +284,23 @@ mod tests {
             ..Event::default()
         })
         .unwrap_err();
-        assert_eq!((f.reason, f.message.as_str()), (FailureReason::StreamError, "in-band error: context shift failed"));
-        let f = event(r#"{"error":{"code":400,"message":"bad","type":"invalid_request_error"}}"#).unwrap_err();
+        assert_eq!(
+            (f.reason, f.message.as_str()),
+            (FailureReason::StreamError, "in-band error: context shift failed")
+        );
+        let f =
+            event(r#"{"error":{"code":400,"message":"bad","type":"invalid_request_error"}}"#).unwrap_err();
         assert_eq!(f.reason, FailureReason::StreamError);
     }
 
     #[test]
     fn shapes_that_are_not_native_events() {
         for s in ["{", r#"{"choices":[]}"#, r#"{"content":"x"}"#, r#"{"stop":true}"#] {
-            assert_eq!(event(s).unwrap_err().reason, FailureReason::InvalidResponse, "{s}");
+            assert_eq!(
+                event(s).unwrap_err().reason,
+                FailureReason::InvalidResponse,
+                "{s}"
+            );
         }
     }
 
