@@ -58,7 +58,7 @@ struct Wire {
     framing: Framing,
 }
 
-const WIRES: [Wire; 8] = [
+const WIRES: [Wire; 9] = [
     Wire {
         kind: "openai_chat",
         path: "/v1/chat/completions",
@@ -87,6 +87,11 @@ const WIRES: [Wire; 8] = [
     Wire {
         kind: "tgi",
         path: "/generate_stream",
+        framing: Framing::Sse,
+    },
+    Wire {
+        kind: "llamacpp",
+        path: "/completion",
         framing: Framing::Sse,
     },
     Wire {
@@ -193,6 +198,10 @@ impl Wire {
                 None,
                 &format!(r#"{{"index":1,"token":{{"id":1,"text":"{text}","logprob":-0.5,"special":false}},"generated_text":null,"details":null}}"#),
             ),
+            "llamacpp" => self.frame(
+                None,
+                &format!(r#"{{"index":0,"content":"{text}","tokens":[1],"stop":false,"tokens_predicted":1}}"#),
+            ),
             other => unreachable!("{other} does not stream"),
         }
     }
@@ -226,6 +235,10 @@ impl Wire {
             "tgi" => self.frame(
                 None,
                 r#"{"index":2,"token":{"id":2,"text":"</s>","logprob":-0.1,"special":true},"generated_text":"Hi there","details":{"finish_reason":"eos_token","generated_tokens":3}}"#,
+            ),
+            "llamacpp" => self.frame(
+                None,
+                r#"{"index":0,"content":"","tokens":[],"stop":true,"model":"m","tokens_predicted":3,"stop_type":"eos"}"#,
             ),
             other => unreachable!("{other} does not stream"),
         }
@@ -271,6 +284,10 @@ impl Wire {
             ),
             "ollama" => self.frame(None, &format!(r#"{{"error":"{message}"}}"#)),
             "tgi" => self.frame(None, &format!(r#"{{"error":"{message}","error_type":"generation"}}"#)),
+            // llama.cpp's own `error:` field, not `data:`.
+            "llamacpp" => format!(
+                "error: {{\"code\":500,\"message\":\"{message}\",\"type\":\"server_error\"}}\n\n"
+            ),
             _ => return None,
         })
     }
@@ -1260,7 +1277,8 @@ async fn memory_stays_bounded_through_the_binary() {
             .sum();
         writeln!(
             report,
-            "{name}: 8 kinds at once, peak RSS {:.1} MB (bound {} MB), {:.1} MB received in total, {:.2}s",
+            "{name}: {} kinds at once, peak RSS {:.1} MB (bound {} MB), {:.1} MB received in total, {:.2}s",
+            WIRES.len(),
             peak as f64 / 1024.0,
             RSS_BOUND_KB / 1024,
             received as f64 / MB as f64,

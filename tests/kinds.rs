@@ -20,6 +20,7 @@ const KINDS: &[(&str, &str)] = &[
     ("ollama", "/api/chat"),
     ("ollama", "/api/generate"),
     ("tgi", "/generate_stream"),
+    ("llamacpp", "/completion"),
 ];
 
 fn probe(kind: &str, addr: std::net::SocketAddr, path: &str, query: &str) -> String {

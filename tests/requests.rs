@@ -149,6 +149,16 @@ async fn tgi() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn llamacpp() {
+    let r = sent("llamacpp", "/completion", "").await;
+    assert_eq!(r.header("accept"), Some("text/event-stream"));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"prompt": "What colour is the sign?", "n_predict": 12, "stream": true})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn anthropic_with_an_image_block_and_its_headers() {
     let r = sent(
         "anthropic",

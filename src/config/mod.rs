@@ -263,7 +263,9 @@ pub struct ProbeConfig {
     pub first_token_timeout: Duration,
     pub headers: Vec<(http::HeaderName, Secret)>,
     /// What the kind's own keys became (prompts, a body, a tensor, ...): one variant per
-    /// kind, each defined in the kind's file.
+    /// kind's module, each defined in that file. Always the variant of `kind`'s module
+    /// (the check builds both from the same `kind:`); the three OpenAI kinds share one,
+    /// and `kind` says which API.
     pub spec: KindSpec,
     pub expect: Expect,
     /// Sorted by key.

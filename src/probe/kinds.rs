@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 use super::dialect::Dialect;
 use super::{BuildContext, BuildError, Probe, RunLimits};
-use super::{anthropic, http, kserve_v2, ollama, openai, tgi};
+use super::{anthropic, http, kserve_v2, llamacpp, ollama, openai, tgi};
 use crate::config::{Checker, ProbeConfig, SpecKeys};
 use crate::outcome::Observation;
 
@@ -42,6 +42,8 @@ pub enum Kind {
     Ollama,
     #[serde(rename = "tgi")]
     Tgi,
+    #[serde(rename = "llamacpp")]
+    LlamaCpp,
     #[serde(rename = "anthropic")]
     Anthropic,
     #[serde(rename = "kserve_v2")]
@@ -52,12 +54,13 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order of the list above.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::OpenAiChat,
         Kind::OpenAiCompletions,
         Kind::OpenAiResponses,
         Kind::Ollama,
         Kind::Tgi,
+        Kind::LlamaCpp,
         Kind::Anthropic,
         Kind::KserveV2,
         Kind::Http,
@@ -70,6 +73,7 @@ impl Kind {
             Kind::OpenAiResponses => "openai_responses",
             Kind::Ollama => "ollama",
             Kind::Tgi => "tgi",
+            Kind::LlamaCpp => "llamacpp",
             Kind::Anthropic => "anthropic",
             Kind::KserveV2 => "kserve_v2",
             Kind::Http => "http",
@@ -91,6 +95,7 @@ impl Kind {
             Kind::OpenAiResponses => &[&openai::simulator::Responses],
             Kind::Ollama => &[&ollama::simulator::Chat, &ollama::simulator::Generate],
             Kind::Tgi => &[&tgi::simulator::GenerateStream],
+            Kind::LlamaCpp => &[&llamacpp::simulator::Completion],
             Kind::Anthropic => &[&anthropic::simulator::Messages],
             Kind::KserveV2 | Kind::Http => &[],
         }
@@ -119,6 +124,7 @@ pub enum KindSpec {
     OpenAi(openai::Spec),
     Ollama(ollama::Spec),
     Tgi(tgi::Spec),
+    LlamaCpp(llamacpp::Spec),
     Anthropic(anthropic::Spec),
     KserveV2(kserve_v2::Spec),
     Http(http::Spec),
@@ -133,6 +139,7 @@ pub(crate) fn check_spec(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Kin
         }
         Kind::Ollama => ollama::check(cx, keys).map(KindSpec::Ollama),
         Kind::Tgi => tgi::check(cx, keys).map(KindSpec::Tgi),
+        Kind::LlamaCpp => llamacpp::check(cx, keys).map(KindSpec::LlamaCpp),
         Kind::Anthropic => anthropic::check(cx, keys).map(KindSpec::Anthropic),
         Kind::KserveV2 => kserve_v2::check(cx, keys).map(KindSpec::KserveV2),
         Kind::Http => http::check(cx, keys).map(KindSpec::Http),
@@ -144,6 +151,7 @@ pub enum AnyProbe {
     OpenAi(openai::OpenAiProbe),
     Ollama(ollama::OllamaProbe),
     Tgi(tgi::TgiProbe),
+    LlamaCpp(llamacpp::LlamaCppProbe),
     Anthropic(anthropic::AnthropicProbe),
     Kserve(kserve_v2::KserveProbe),
     Http(http::HttpProbe),
@@ -156,6 +164,7 @@ impl AnyProbe {
             KindSpec::OpenAi(spec) => AnyProbe::OpenAi(openai::OpenAiProbe::build(config, spec, cx)?),
             KindSpec::Ollama(spec) => AnyProbe::Ollama(ollama::OllamaProbe::build(config, spec, cx)?),
             KindSpec::Tgi(spec) => AnyProbe::Tgi(tgi::TgiProbe::build(config, spec, cx)?),
+            KindSpec::LlamaCpp(spec) => AnyProbe::LlamaCpp(llamacpp::LlamaCppProbe::build(config, spec, cx)?),
             KindSpec::Anthropic(spec) => {
                 AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, spec, cx)?)
             }
@@ -171,6 +180,7 @@ impl Probe for AnyProbe {
             AnyProbe::OpenAi(p) => p.run(limits).await,
             AnyProbe::Ollama(p) => p.run(limits).await,
             AnyProbe::Tgi(p) => p.run(limits).await,
+            AnyProbe::LlamaCpp(p) => p.run(limits).await,
             AnyProbe::Anthropic(p) => p.run(limits).await,
             AnyProbe::Kserve(p) => p.run(limits).await,
             AnyProbe::Http(p) => p.run(limits).await,
@@ -193,6 +203,7 @@ pub(crate) fn event_parser(kind: Kind) -> Option<EventParser> {
         Kind::OpenAiResponses => openai::parse_responses_event,
         Kind::Ollama => ollama::parse_line,
         Kind::Tgi => tgi::parse_event,
+        Kind::LlamaCpp => llamacpp::parse_event,
         Kind::Anthropic => anthropic::parse_event,
         Kind::KserveV2 | Kind::Http => return None,
     };

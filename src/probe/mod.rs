@@ -18,6 +18,7 @@ mod generation;
 pub mod http;
 pub mod kinds;
 pub mod kserve_v2;
+pub mod llamacpp;
 pub mod ollama;
 pub mod openai;
 pub mod tgi;
