@@ -108,8 +108,14 @@ enum Command {
         /// Only this receiver (repeatable).
         #[arg(long)]
         receiver: Vec<String>,
+        /// The location the test page names (else INFERPROBE_LOCATION, else
+        /// agent.location, else "local").
         #[arg(long, env = "INFERPROBE_LOCATION")]
         location: Option<String>,
+        /// The agent's address, for the link in the test page when agent.external_url
+        /// is not set (default: agent.listen, else 0.0.0.0:9464).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
         /// The test page's severity (a page that pages needs the severity that pages).
         #[arg(long, value_enum, default_value_t = TestSeverity::Critical)]
         severity: TestSeverity,
@@ -292,9 +298,10 @@ fn main() -> ExitCode {
                 config,
                 receiver,
                 location,
+                listen,
                 severity,
                 resolve,
-            } => cli::test_alert::run(&config, &receiver, location, severity.into(), resolve).await,
+            } => cli::test_alert::run(&config, &receiver, location, listen, severity.into(), resolve).await,
             Command::Check {
                 config,
                 web_config_file,
