@@ -602,13 +602,14 @@ impl Alerting {
         format!("{}/api/v1/probes/{probe}", self.api_base)
     }
 
-    /// A description with the runbook and the probe's API link at the end.
+    /// A description with the runbook and the probe's status page at the end.
     fn with_links(&self, description: &str, rules: &Rules, probe: &str) -> String {
         let mut d = description.to_owned();
         if let Some(url) = &rules.alert.runbook_url {
             d.push_str(&format!("\nRunbook: {url}"));
         }
-        d.push_str(&format!("\nDetails: {}", self.api_url(probe)));
+        // The probe's page, for people; the JSON is the alert's own link (api_url).
+        d.push_str(&format!("\nDetails: {}/probes/{probe}", self.api_base));
         d
     }
 

@@ -27,6 +27,7 @@ fn identity(name: &str) -> Arc<ProbeIdentity> {
         location: "eu-west".into(),
         labels: vec![("team".into(), "ml".into())],
         endpoint: "https://llm.example.com/v1/chat/completions".into(),
+        query: String::new(),
     })
 }
 
@@ -187,7 +188,7 @@ fn the_page_says_what_happened_in_words() {
         "(1m, 3 runs in a row)",
         "TTFT 300 ms, total 900 ms",
         "Runbook: https://runbooks.example.com/llm",
-        "Details: http://agent.example:9464/api/v1/probes/chat",
+        "Details: http://agent.example:9464/probes/chat",
     ] {
         assert!(
             a.description.contains(needle),
@@ -527,7 +528,12 @@ fn updates_of_a_firing_alert_keep_its_links() {
     let firing = h.alerting.firing();
     let d = &firing[0].description;
     assert!(d.contains("(2m 30s, 6 runs in a row)"), "{d}");
-    assert!(d.contains("\nRunbook: https://runbooks.example.com/llm\nDetails: http://agent.example:9464/api/v1/probes/chat"), "{d}");
+    assert!(
+        d.contains(
+            "\nRunbook: https://runbooks.example.com/llm\nDetails: http://agent.example:9464/probes/chat"
+        ),
+        "{d}"
+    );
 }
 
 #[test]
