@@ -287,6 +287,11 @@ fn the_demo_shows_live_results_without_any_model_server() {
         .map_while(Result::ok)
         .find(|l| l.trim_start().starts_with("metrics:"))
         .expect("demo prints its metrics URL");
+    let report_line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.trim_start().starts_with("SLO report:"))
+        .expect("demo prints its report command");
     let addr = metrics_line
         .split("http://")
         .nth(1)
@@ -321,6 +326,19 @@ fn the_demo_shows_live_results_without_any_model_server() {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+    // The printed report command, run as printed, knows the demo's latency targets.
+    let args: Vec<&str> = report_line.split_whitespace().skip(3).collect();
+    let report = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(&args)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let report_text = String::from_utf8_lossy(&report.stdout);
+    assert!(report.status.success(), "{report_line}: {report_text}");
+    assert!(
+        !report_text.contains("No probe has a latency target"),
+        "{report_line}:\n{report_text}"
+    );
     let _ = child.kill();
     let _ = child.wait();
     let first = &alerts["alerts"][0];
