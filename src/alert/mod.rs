@@ -409,7 +409,9 @@ impl Alerting {
                     firing.alert.summary.clone_from(summary);
                     firing.alert.description = self.with_links(description, &rules, name);
                     firing.alert = with_failure(firing.alert.clone(), outcome);
-                    firing.alert.bad_runs = state.down.bad;
+                    // Every failed run of the incident, a good run between failures
+                    // included: the resolved page says how many there were.
+                    firing.alert.bad_runs = firing.alert.bad_runs.saturating_add(1);
                 }
                 None => {}
             }

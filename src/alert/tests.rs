@@ -229,7 +229,7 @@ fn resolves_after_success_threshold_once() {
     assert_eq!(a.resolved_at, Some(h.now));
     assert_eq!(
         a.summary,
-        "RESOLVED: chat is up again from eu-west after 4m 30s down (4 failed runs)"
+        "RESOLVED: chat is up again from eu-west after 4m 30s down (7 failed runs)"
     );
     assert!(
         a.description
