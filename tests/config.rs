@@ -191,3 +191,21 @@ fn a_url_from_the_environment_goes_through_the_same_strict_parser() {
         assert_eq!(e.message, "has port 99999, out of range: ports are 1 to 65535");
     }
 }
+
+/// The README's example `defaults: slo:` (issue 14, item 1) pasted into the shipped
+/// probes.yaml: `ttft_p95` applies to the LLM kinds and is skipped for the others.
+#[test]
+fn the_readmes_defaults_slo_in_probes_yaml_applies_where_it_fits() {
+    let path = repo("probes.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "\ndefaults:\n",
+        "\ndefaults:\n  slo: {availability: 99.5, ttft_p95: 1s, total_p95: 5s}\n",
+        1,
+    );
+    let config = config::parse(&text, &path, &no_env).unwrap_or_else(|e| panic!("{e}"));
+    for p in &config.probes {
+        // A probe's own slo keys win; the others come from defaults.
+        assert!(p.slo.total_p95.is_some(), "{}", p.name);
+        assert_eq!(p.slo.ttft_p95.is_some(), p.kind.is_llm(), "{}", p.name);
+    }
+}

@@ -192,8 +192,14 @@ pub(super) struct RawSlo {
 }
 
 impl RawSlo {
-    pub(super) fn over(self, defaults: &RawSlo) -> RawSlo {
-        let d = defaults.clone();
+    /// The probe's own keys win over the defaults', key by key; `llm` is whether the
+    /// probe's kind streams tokens: an inherited `ttft_p95` is skipped for the others
+    /// (only a probe's own one is an error there).
+    pub(super) fn over(self, defaults: &RawSlo, llm: bool) -> RawSlo {
+        let mut d = defaults.clone();
+        if !llm {
+            d.ttft_p95 = None;
+        }
         RawSlo {
             ttft_p95: self.ttft_p95.or(d.ttft_p95),
             total_p95: self.total_p95.or(d.total_p95),
@@ -428,6 +434,45 @@ impl Checker<'_> {
             receivers: chosen,
             rate_limited: raw.rate_limited.unwrap_or_default(),
         })
+    }
+
+    /// `defaults.slo`, checked once where it is written; what comes back keeps only the
+    /// keys that passed, so a bad default is not reported again at every probe.
+    pub(super) fn defaults_slo(&mut self, raw: RawSlo) -> RawSlo {
+        if self.slo(None, "defaults", raw.clone()).is_some() {
+            return raw;
+        }
+        let mut passes = |one: RawSlo| {
+            self.passes(|cx| {
+                let _ = cx.slo(None, "defaults", one);
+            })
+        };
+        RawSlo {
+            ttft_p95: raw.ttft_p95.clone().filter(|_| {
+                passes(RawSlo {
+                    ttft_p95: raw.ttft_p95.clone(),
+                    ..RawSlo::default()
+                })
+            }),
+            total_p95: raw.total_p95.clone().filter(|_| {
+                passes(RawSlo {
+                    total_p95: raw.total_p95.clone(),
+                    ..RawSlo::default()
+                })
+            }),
+            window: raw.window.filter(|_| {
+                passes(RawSlo {
+                    window: raw.window,
+                    ..RawSlo::default()
+                })
+            }),
+            availability: raw.availability.filter(|_| {
+                passes(RawSlo {
+                    availability: raw.availability,
+                    ..RawSlo::default()
+                })
+            }),
+        }
     }
 
     pub(super) fn slo(&mut self, probe: Option<&str>, prefix: &str, raw: RawSlo) -> Option<Slo> {

@@ -20,7 +20,8 @@ use super::positions::{
 use super::raw::{RawAgent, RawDefaults, RawHistory, RawProbe};
 use super::{
     AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig,
-    MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, RESERVED_LABELS, Secret, files, parse_url, to_uri,
+    MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_RESPONSE_BYTES, RESERVED_LABELS, Secret, files,
+    parse_url, to_uri,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -57,6 +58,16 @@ impl Checker<'_> {
     pub(super) fn index(&mut self) -> &PositionIndex {
         let text = self.text;
         self.index.get_or_insert_with(|| PositionIndex::build(text))
+    }
+
+    /// Whether `check` finds no problem, keeping none of its messages: how a bad value
+    /// under `defaults`, reported once there, is left out of what the probes inherit.
+    pub(super) fn passes(&mut self, check: impl FnOnce(&mut Self)) -> bool {
+        let before = self.errors.len();
+        check(self);
+        let ok = self.errors.len() == before;
+        self.errors.truncate(before);
+        ok
     }
 
     pub(crate) fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
@@ -312,6 +323,33 @@ impl Checker<'_> {
             self.section(value, "defaults", None)?
         };
         self.duplicate_headers(None, "defaults.headers", &raw.headers);
+        // Values every probe inherits are checked here, once, at their `defaults` line;
+        // a bad one is reported there and not handed down.
+        let max_tokens = match raw.max_tokens {
+            Some(m) if !(1..=1_000_000).contains(&m) => {
+                self.error(None, "defaults.max_tokens", "must be between 1 and 1000000");
+                DEFAULT_MAX_TOKENS
+            }
+            m => m.unwrap_or(DEFAULT_MAX_TOKENS),
+        };
+        let max_response_bytes = match raw.max_response_bytes {
+            Some(b) if !(1024..=MAX_RESPONSE_BYTES).contains(&b) => {
+                self.error(
+                    None,
+                    "defaults.max_response_bytes",
+                    "must be between 1024 and 1073741824 (1 GiB)",
+                );
+                DEFAULT_MAX_RESPONSE_BYTES
+            }
+            b => b.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
+        };
+        self.labels(None, "defaults", &raw.labels);
+        let mut labels = raw.labels;
+        labels.retain(|k, v| {
+            let one = BTreeMap::from([(k.clone(), v.clone())]);
+            self.passes(|cx| cx.labels(None, "defaults", &one))
+        });
+        let slo = self.defaults_slo(raw.slo.unwrap_or_default());
         Some(Defaults {
             interval: raw
                 .interval
@@ -323,12 +361,12 @@ impl Checker<'_> {
                 .first_token_timeout
                 .and_then(|s| self.duration(None, "defaults.first_token_timeout", &s)),
             headers: raw.headers,
-            max_tokens: raw.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            max_tokens,
             reuse_connections: raw.reuse_connections.unwrap_or(false),
-            max_response_bytes: raw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
-            labels: raw.labels,
+            max_response_bytes,
+            labels,
             alert: raw.alert.unwrap_or_default(),
-            slo: raw.slo.unwrap_or_default(),
+            slo,
         })
     }
 
