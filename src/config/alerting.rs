@@ -391,7 +391,7 @@ impl Checker<'_> {
         // A link in pages, shown as written; checked by the one URL parser.
         let runbook_url = raw.runbook_url.filter(|u| match super::parse_url(u) {
             Ok(_) => true,
-            Err(super::UrlError::Scheme) => {
+            Err(super::UrlError::Scheme | super::UrlError::NoScheme) => {
                 self.error(probe, &key("runbook_url"), "must be an http:// or https:// URL");
                 false
             }

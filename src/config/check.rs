@@ -113,17 +113,31 @@ impl Checker<'_> {
     /// Deserializes one section, turning serde's message into a positioned error.
     pub(super) fn section<T: serde::de::DeserializeOwned>(
         &mut self,
-        mut value: Value,
+        value: Value,
         prefix: &str,
         probe: Option<&str>,
     ) -> Option<T> {
+        match self.section_past_unknown_keys(value, prefix, probe)? {
+            (v, 0) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// As [`Checker::section`], but what remains once the unknown keys (reported) are
+    /// dropped is returned too, with their count, so that the caller can check it and
+    /// report every problem in one pass (a misspelt key must not hide a missing one).
+    pub(super) fn section_past_unknown_keys<T: serde::de::DeserializeOwned>(
+        &mut self,
+        mut value: Value,
+        prefix: &str,
+        probe: Option<&str>,
+    ) -> Option<(T, usize)> {
         // serde stops at the first unknown key; drop it and try again, so that every
         // misspelt key of the section is reported at once.
         let mut unknown_keys = 0;
         loop {
             let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
-                Ok(v) if unknown_keys == 0 => return Some(v),
-                Ok(_) => return None,
+                Ok(v) => return Some((v, unknown_keys)),
                 Err(e) => e,
             };
             let inner = e.path().to_string();
@@ -133,6 +147,7 @@ impl Checker<'_> {
                 .replace("missing field", "missing key")
                 .replace("unknown variant", "unknown value");
             let Some((unknown, expected)) = parse_unknown_field(&message) else {
+                let message = with_fix(&key, message);
                 self.error(probe, &key, message);
                 return None;
             };
@@ -215,10 +230,16 @@ impl Checker<'_> {
                     format!("duplicate name; probes[{first}] has it already"),
                 );
             }
-            let Some(raw) = self.section::<RawProbe>(value, &prefix, name.as_deref()) else {
+            let Some((raw, unknown_keys)) =
+                self.section_past_unknown_keys::<RawProbe>(value, &prefix, name.as_deref())
+            else {
                 continue;
             };
-            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref(), &receiver_names) {
+            // Checked even with unknown keys (the file is refused anyway), so that every
+            // problem shows in one pass.
+            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref(), &receiver_names)
+                && unknown_keys == 0
+            {
                 out.push(p);
             }
         }
@@ -562,6 +583,56 @@ impl Checker<'_> {
             }
         }
     }
+}
+
+/// The keys whose value is a duration (`30s`), wherever they are.
+const DURATION_KEYS: [&str; 7] = [
+    "interval",
+    "timeout",
+    "first_token_timeout",
+    "reminder",
+    "retention",
+    "ttft_p95",
+    "total_p95",
+];
+
+/// serde's message for a bad value, with the fix for the common slips: a duration
+/// written as a bare number, an enumerated value misspelt (`did you mean`). Any other
+/// message is returned as it was.
+fn with_fix(key: &str, message: String) -> String {
+    let leaf = key.rsplit(['.', ']']).next().unwrap_or_default();
+    if DURATION_KEYS.contains(&leaf)
+        && let Some(rest) = message
+            .strip_prefix("invalid type: integer `")
+            .or_else(|| message.strip_prefix("invalid type: floating point `"))
+        && let Some((number, _)) = rest.split_once('`')
+    {
+        return format!("`{number}` is a number; write a duration with its unit, like `{number}s`");
+    }
+    if let Some(rest) = message.strip_prefix("unknown value `")
+        && let Some((unknown, rest)) = rest.split_once('`')
+    {
+        let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        // vLLM, SGLang and LM Studio serve the OpenAI API: the kind is the API, not the server.
+        if leaf == "kind" && expected.contains(&"openai_chat") {
+            let server = unknown.to_ascii_lowercase();
+            if ["vllm", "sglang", "lmstudio", "lm-studio", "localai"].contains(&server.as_str()) {
+                return format!(
+                    "unknown value `{unknown}`; did you mean `openai_chat`? ({unknown} serves the OpenAI API: `openai_chat` for /v1/chat/completions, `openai_completions` for /v1/completions)"
+                );
+            }
+        }
+        let normalized = unknown.to_ascii_lowercase().replace(['-', ' '], "_");
+        let close = expected
+            .iter()
+            .find(|e| **e == normalized)
+            .map(|e| (*e).to_owned())
+            .or_else(|| suggest(&normalized, &expected));
+        if let Some(s) = close {
+            return format!("unknown value `{unknown}`; did you mean `{s}`?");
+        }
+    }
+    message
 }
 
 /// Why a named file cannot be used, naming it as the config does.
