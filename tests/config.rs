@@ -209,3 +209,32 @@ fn the_readmes_defaults_slo_in_probes_yaml_applies_where_it_fits() {
         assert_eq!(p.slo.ttft_p95.is_some(), p.kind.is_llm(), "{}", p.name);
     }
 }
+
+/// `external_url: "${EXTERNAL_URL}"` (issue 14, item 3): substituted, then checked as a
+/// URL; a link is no secret, so it is not redacted from what is shown.
+#[test]
+fn env_vars_fill_the_agents_external_url_and_location() {
+    let text = "agent:\n  location: \"${REGION}\"\n  external_url: \"${EXTERNAL_URL}/\"\nprobes:\n  - {name: h, kind: http, url: \"http://127.0.0.1:8000/health\"}\n";
+    let env = |name: &str| match name {
+        "REGION" => Some("eu-west".to_owned()),
+        "EXTERNAL_URL" => Some("http://probe-eu.example.com:9464".to_owned()),
+        _ => None,
+    };
+    let config = config::parse(text, Path::new("t.yaml"), &env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.agent.location.as_deref(), Some("eu-west"));
+    assert_eq!(
+        config.agent.external_url.as_deref(),
+        Some("http://probe-eu.example.com:9464")
+    );
+    let env = |name: &str| (name == "EXTERNAL_URL").then(|| "probe-eu.example.com".to_owned());
+    let errors = config::parse(
+        "agent:\n  external_url: \"${EXTERNAL_URL}\"\nprobes:\n  - {name: h, kind: http, url: \"http://h/x\"}\n",
+        Path::new("t.yaml"),
+        &env,
+    )
+    .unwrap_err();
+    assert_eq!(
+        errors.to_string().trim(),
+        "t.yaml:2:17: agent.external_url: `probe-eu.example.com` has no scheme: add `http://` or `https://` before the host; give a URL like http://probe-eu.example.com:9464"
+    );
+}

@@ -265,7 +265,19 @@ impl Checker<'_> {
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
-        let location = raw.location.filter(|l| {
+        // `${VAR}` first (one file for every region: `external_url: "${EXTERNAL_URL}"`),
+        // then the checks, on the value the agent will use.
+        let location = raw
+            .location
+            .and_then(|l| self.substitute_plain("agent.location", &l));
+        let listen = raw.listen.and_then(|l| self.substitute_plain("agent.listen", &l));
+        let data_dir = raw
+            .data_dir
+            .and_then(|d| self.substitute_plain("agent.data_dir", &d));
+        let external_url = raw
+            .external_url
+            .and_then(|u| self.substitute_plain("agent.external_url", &u));
+        let location = location.filter(|l| {
             let ok = valid_label_value(l);
             if !ok {
                 self.error(
@@ -276,7 +288,7 @@ impl Checker<'_> {
             }
             ok
         });
-        let listen = raw.listen.and_then(|l| match l.parse::<SocketAddr>() {
+        let listen = listen.and_then(|l| match l.parse::<SocketAddr>() {
             Ok(a) => Some(a),
             Err(_) => {
                 self.error(
@@ -287,9 +299,9 @@ impl Checker<'_> {
                 None
             }
         });
-        let data_dir = raw.data_dir.map(|d| self.base_dir.join(d));
+        let data_dir = data_dir.map(|d| self.base_dir.join(d));
         // Links in pages: the URL as written (no secret), checked by the one parser.
-        let external_url = raw.external_url.filter(|u| match parse_url(u) {
+        let external_url = external_url.filter(|u| match parse_url(u) {
             Ok(_) => true,
             Err(e) => {
                 self.error(
@@ -531,6 +543,18 @@ impl Checker<'_> {
             Ok(s) => Some(s),
             Err(message) => {
                 self.error(probe, key, message);
+                None
+            }
+        }
+    }
+
+    /// `${VAR}` in a value that is no secret (a link in pages, a region's name): the
+    /// value is shown as it is, so it is not remembered for redaction.
+    pub(super) fn substitute_plain(&mut self, key: &str, template: &str) -> Option<String> {
+        match substitute_env(template, self.env) {
+            Ok(s) => Some(s),
+            Err(message) => {
+                self.error(None, key, message);
                 None
             }
         }
