@@ -238,3 +238,33 @@ fn env_vars_fill_the_agents_external_url_and_location() {
         "t.yaml:2:17: agent.external_url: `probe-eu.example.com` has no scheme: add `http://` or `https://` before the host; give a URL like http://probe-eu.example.com:9464"
     );
 }
+
+/// Plain lists (issue 14, item 6): `prompts: [...]` is `inline`, and `images: [...]` holds
+/// built-in names and files, told apart by whether an item names a built-in image.
+#[test]
+fn plain_lists_of_prompts_and_images_are_accepted() {
+    let dir = std::env::temp_dir().join(format!("inferprobe-plain-lists-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cat.jpg"), b"\xff\xd8\xff\xe0 not decoded by check").unwrap();
+    let path = dir.join("probes.yaml");
+    let text = "probes:\n  - name: v\n    kind: openai_chat\n    url: http://127.0.0.1:8000/v1/chat/completions\n    model: m\n    prompts: [\"Say hi\", \"Name a colour\"]\n    images: [cat.jpg, scene-224.jpg]\n  - name: w\n    kind: openai_chat\n    url: http://127.0.0.1:8000/v1/chat/completions\n    model: m\n    prompts: {inline: [\"Say hi\"]}\n    images: {builtin: [scene-224.jpg], files: [cat.jpg]}\n";
+    let parsed = config::parse(text, &path, &no_env);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let config = parsed.unwrap_or_else(|e| panic!("{e}"));
+    let debug = format!("{:?}", config.probes[0].spec);
+    assert!(
+        debug.contains("Say hi") && debug.contains("Name a colour"),
+        "{debug}"
+    );
+    assert!(
+        debug.contains("cat.jpg") && debug.contains("scene-224.jpg"),
+        "{debug}"
+    );
+    // In the order written; the mapping form (probe w) keeps working.
+    assert!(debug.find("cat.jpg") < debug.find("scene-224.jpg"), "{debug}");
+    let mapping = format!("{:?}", config.probes[1].spec);
+    assert!(
+        mapping.contains("cat.jpg") && mapping.contains("scene-224.jpg"),
+        "{mapping}"
+    );
+}
