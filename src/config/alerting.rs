@@ -436,6 +436,69 @@ impl Checker<'_> {
         })
     }
 
+    /// `defaults.alert`, checked once where it is written (with the file's receivers);
+    /// what comes back keeps only the keys that pass on their own, so a bad default is
+    /// not reported again at every probe.
+    pub(super) fn defaults_alert(&mut self, raw: RawAlert, receivers: &[String]) -> RawAlert {
+        if self.alert(None, "defaults", raw.clone(), receivers).is_some() {
+            return raw;
+        }
+        let mut passes = |one: RawAlert| {
+            self.passes(|cx| {
+                let _ = cx.alert(None, "defaults", one, receivers);
+            })
+        };
+        let none = RawAlert::default;
+        RawAlert {
+            failure_threshold: raw.failure_threshold.filter(|_| {
+                passes(RawAlert {
+                    failure_threshold: raw.failure_threshold,
+                    ..none()
+                })
+            }),
+            success_threshold: raw.success_threshold.filter(|_| {
+                passes(RawAlert {
+                    success_threshold: raw.success_threshold,
+                    ..none()
+                })
+            }),
+            reminder: raw.reminder.clone().filter(|_| {
+                passes(RawAlert {
+                    reminder: raw.reminder.clone(),
+                    ..none()
+                })
+            }),
+            // The two severities are checked together: they must differ.
+            severity: raw.severity.filter(|_| {
+                passes(RawAlert {
+                    severity: raw.severity,
+                    slo_severity: raw.slo_severity,
+                    ..none()
+                })
+            }),
+            slo_severity: raw.slo_severity.filter(|_| {
+                passes(RawAlert {
+                    severity: raw.severity,
+                    slo_severity: raw.slo_severity,
+                    ..none()
+                })
+            }),
+            runbook_url: raw.runbook_url.clone().filter(|_| {
+                passes(RawAlert {
+                    runbook_url: raw.runbook_url.clone(),
+                    ..none()
+                })
+            }),
+            receivers: raw.receivers.clone().filter(|_| {
+                passes(RawAlert {
+                    receivers: raw.receivers.clone(),
+                    ..none()
+                })
+            }),
+            rate_limited: raw.rate_limited,
+        }
+    }
+
     /// `defaults.slo`, checked once where it is written; what comes back keeps only the
     /// keys that passed, so a bad default is not reported again at every probe.
     pub(super) fn defaults_slo(&mut self, raw: RawSlo) -> RawSlo {

@@ -202,8 +202,11 @@ impl Checker<'_> {
             }
         }
         let agent = self.check_agent(agent);
-        let defaults = self.check_defaults(defaults);
+        let mut defaults = self.check_defaults(defaults);
         let (receivers, receiver_names) = self.receivers(receivers);
+        if let Some(d) = defaults.as_mut() {
+            d.alert = self.defaults_alert(std::mem::take(&mut d.alert), &receiver_names);
+        }
         let probes = match probes {
             Some(Value::Sequence(items)) if !items.is_empty() => items,
             Some(Value::Sequence(_)) | None => {
