@@ -379,6 +379,28 @@ impl Checker<'_> {
             }
             b => b.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
         };
+        // Headers too: a bad name or an unset `${VAR}` is said once, not once per probe.
+        let mut headers = raw.headers;
+        headers.retain(|name, template| {
+            let path = format!("defaults.headers.{name}");
+            if http::HeaderName::from_str(&name.to_ascii_lowercase()).is_err() {
+                self.error(None, &path, "not a valid HTTP header name");
+                return false;
+            }
+            let Some(value) = self.substitute(None, &path, template) else {
+                return false;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                // Do not echo the value: it may be a secret.
+                self.error(
+                    None,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                return false;
+            }
+            true
+        });
         self.labels(None, "defaults", &raw.labels);
         let mut labels = raw.labels;
         labels.retain(|k, v| {
@@ -396,7 +418,7 @@ impl Checker<'_> {
             first_token_timeout: raw
                 .first_token_timeout
                 .and_then(|s| self.duration(None, "defaults.first_token_timeout", &s)),
-            headers: raw.headers,
+            headers,
             max_tokens,
             reuse_connections: raw.reuse_connections.unwrap_or(false),
             max_response_bytes,
