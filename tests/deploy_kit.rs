@@ -1067,7 +1067,13 @@ fn the_dockerfile_builds_with_locked_deps_into_the_offline_images_root_filesyste
                 .collect::<Vec<_>>()
         })
         .collect();
-    let mut needed = vec!["Cargo.toml", "Cargo.lock", "src", "benches", "scripts/image/rootfs.sh"];
+    let mut needed = vec![
+        "Cargo.toml",
+        "Cargo.lock",
+        "src",
+        "benches",
+        "scripts/image/rootfs.sh",
+    ];
     if repo("build.rs").exists() {
         needed.push("build.rs");
     }
@@ -1082,9 +1088,7 @@ fn the_dockerfile_builds_with_locked_deps_into_the_offline_images_root_filesyste
         .collect();
     for path in &copied {
         assert!(
-            !ignored
-                .iter()
-                .any(|i| path.starts_with(i.trim_end_matches('/'))),
+            !ignored.iter().any(|i| path.starts_with(i.trim_end_matches('/'))),
             "{path} is ignored"
         );
     }
