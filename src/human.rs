@@ -5,8 +5,17 @@ use std::time::{Duration, SystemTime};
 
 /// `812 ms`, `1.23 s`, `143 s`.
 pub fn seconds(s: f64) -> String {
+    // Below 0.95 ms a whole number would round a fast check to "0 ms" or "1 ms": one
+    // decimal, and never a bare zero.
+    if s < 0.000_95 {
+        let ms = s * 1000.0;
+        if ms < 0.05 {
+            "< 0.1 ms".to_owned()
+        } else {
+            format!("{ms:.1} ms")
+        }
     // Below 999.5 ms, so rounding never prints "1000 ms".
-    if s < 0.9995 {
+    } else if s < 0.9995 {
         format!("{:.0} ms", s * 1000.0)
     } else if s < 100.0 {
         format!("{s:.2} s")
@@ -275,5 +284,15 @@ mod tests {
         assert_eq!(seconds(1.234), "1.23 s");
         assert_eq!(seconds(143.2), "143 s");
         assert_eq!(seconds(0.9996), "1.00 s");
+    }
+
+    #[test]
+    fn sub_millisecond_values_are_shown_as_such() {
+        assert_eq!(seconds(0.000_4), "0.4 ms");
+        assert_eq!(seconds(0.000_94), "0.9 ms");
+        assert_eq!(seconds(0.000_96), "1 ms");
+        assert_eq!(seconds(0.000_01), "< 0.1 ms");
+        assert_eq!(seconds(0.0), "< 0.1 ms");
+        assert_eq!(seconds(0.0123), "12 ms");
     }
 }

@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use tokio::signal::unix::{SignalKind, signal};
 
 use inferprobe::config::{self, Config, Severity};
 use inferprobe::schedule::Shard;
 use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
-use inferprobe::simulate::Script;
+use inferprobe::simulate::{Fault, Script};
 use inferprobe::{Agent, AgentError, AgentSettings};
 
 use cli::logging::{LogFormat, init_logging, set_log_secrets};
@@ -31,7 +31,7 @@ use cli::{DEFAULT_DATA_DIR, DEFAULT_PORT, EXIT_BAD_CONFIG, bind_or_exit, load_or
     about = "Black-box prober for AI inference endpoints"
 )]
 struct Cli {
-    /// Log format.
+    /// How logs are written: text for people, JSON for log collectors.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Log filter, e.g. `info` or `inferprobe=debug` (RUST_LOG works too).
@@ -77,6 +77,7 @@ enum OutputFormat {
 enum Command {
     /// Run the daemon: probe on schedule, serve /metrics and /api/v1/probes.
     Run {
+        /// The probes file to run.
         #[arg(short, long, default_value = "probes.yaml")]
         config: PathBuf,
         /// Address to serve on (default: agent.listen, else 0.0.0.0:9464).
@@ -103,13 +104,20 @@ enum Command {
     /// Send a clearly marked test page through each receiver and say whether it was
     /// accepted: proof of the paging path after a deploy.
     TestAlert {
+        /// The probes file whose receivers are tested.
         #[arg(short, long, default_value = "probes.yaml")]
         config: PathBuf,
         /// Only this receiver (repeatable).
         #[arg(long)]
         receiver: Vec<String>,
+        /// The location the test page names (else INFERPROBE_LOCATION, else
+        /// agent.location, else "local").
         #[arg(long, env = "INFERPROBE_LOCATION")]
         location: Option<String>,
+        /// The agent's address, for the link in the test page when agent.external_url
+        /// is not set (default: agent.listen, else 0.0.0.0:9464).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
         /// The test page's severity (a page that pages needs the severity that pages).
         #[arg(long, value_enum, default_value_t = TestSeverity::Critical)]
         severity: TestSeverity,
@@ -119,6 +127,7 @@ enum Command {
     },
     /// Validate a config file: print every problem as FILE:LINE:COLUMN: message.
     Check {
+        /// The probes file to check.
         #[arg(short, long, default_value = "probes.yaml")]
         config: PathBuf,
         /// Also check this web config file (as `run --web.config.file` reads it).
@@ -127,18 +136,24 @@ enum Command {
     },
     /// Run each probe once now, concurrently, and print the results.
     Once {
+        /// The probes file whose probes are run.
         #[arg(short, long, default_value = "probes.yaml")]
         config: PathBuf,
         /// Only these probes (repeatable).
         #[arg(long)]
         probe: Vec<String>,
+        /// How to print the results: a table for people, JSON for programs.
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
+        /// The location the results are stamped with (else INFERPROBE_LOCATION, else
+        /// agent.location, else "local").
         #[arg(long, env = "INFERPROBE_LOCATION")]
         location: Option<String>,
     },
-    /// Serve a scripted OpenAI-compatible streaming endpoint (for tests and fire drills).
+    /// Serve a scripted inference endpoint that speaks every kind's protocol (OpenAI,
+    /// Anthropic, Ollama, TGI, llama.cpp, KServe v2, plain HTTP), for tests and fire drills.
     Simulate {
+        /// Address to serve on.
         #[arg(long, default_value = "127.0.0.1:8000")]
         listen: SocketAddr,
         #[command(flatten)]
@@ -155,6 +170,7 @@ enum Command {
     },
     /// Run the simulator and the daemon together against a built-in config.
     Demo {
+        /// Address the demo agent serves its status page, API and metrics on.
         #[arg(long, default_value_t = SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)))]
         listen: SocketAddr,
         /// Where the simulator listens (port 0: any free port).
@@ -176,6 +192,7 @@ struct ReportRequest {
     /// End of the period (default: now).
     #[arg(long)]
     until: Option<String>,
+    /// Markdown to paste or mail, HTML to publish, JSON for programs.
     #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
     format: ReportFormat,
     /// The agent's data directory (else agent.data_dir, else ./inferprobe-data).
@@ -267,8 +284,29 @@ impl PortArgs {
     }
 }
 
+/// The command line as clap derives it, with `simulate`'s faults listed after its
+/// options: described inline, they would switch its `--help` to clap's long layout,
+/// unlike every other subcommand's.
+fn command() -> clap::Command {
+    let faults: Vec<String> = Fault::value_variants()
+        .iter()
+        .filter_map(|f| f.to_possible_value())
+        .map(|v| {
+            let help = v.get_help().map(|h| h.to_string()).unwrap_or_default();
+            format!("  {:<20}{help}", v.get_name())
+        })
+        .collect();
+    Cli::command().mut_subcommand("simulate", |c| {
+        c.mut_arg("fault", |a| {
+            a.hide_possible_values(true)
+                .help("A fault to inject: one of the faults below")
+        })
+        .after_help(format!("Faults:\n{}", faults.join("\n")))
+    })
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(cli.log_format, &cli.log_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -292,9 +330,10 @@ fn main() -> ExitCode {
                 config,
                 receiver,
                 location,
+                listen,
                 severity,
                 resolve,
-            } => cli::test_alert::run(&config, &receiver, location, severity.into(), resolve).await,
+            } => cli::test_alert::run(&config, &receiver, location, listen, severity.into(), resolve).await,
             Command::Check {
                 config,
                 web_config_file,

@@ -644,6 +644,7 @@ mod tests {
                 location: "eu-west".into(),
                 labels: vec![("team".into(), "ml".into())],
                 endpoint: "http://x/".into(),
+                query: String::new(),
             }),
             started_at: SystemTime::now(),
             schedule_lag: Duration::ZERO,
@@ -695,6 +696,7 @@ mod tests {
         // Same labels, another endpoint (not a label): one series, counted twice.
         b.probe = Arc::new(ProbeIdentity {
             endpoint: "http://elsewhere/".into(),
+            query: String::new(),
             ..(*a.probe).clone()
         });
         m.record(&a);

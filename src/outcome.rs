@@ -323,6 +323,10 @@ pub struct ProbeIdentity {
     pub labels: Vec<(String, String)>,
     /// The endpoint without credentials or query string, safe to show.
     pub endpoint: String,
+    /// The URL's query as shown (`?a=b&key=<redacted>`), empty without one: probes
+    /// that differ only there must not look alike. Not in alerts or the API, which
+    /// show `endpoint` alone.
+    pub query: String,
 }
 
 /// One finished run, stamped with who ran what and when. This is what metrics, the store

@@ -412,6 +412,7 @@ mod tests {
             location: "eu".into(),
             labels: vec![("team".into(), "a-b.c".into())],
             endpoint: "http://x/".into(),
+            query: String::new(),
         });
         let start = std::time::Instant::now();
         let mut o = Observation::new(start);

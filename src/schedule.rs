@@ -350,6 +350,7 @@ mod tests {
                 location: "test".into(),
                 labels: vec![],
                 endpoint: "http://x/".into(),
+                query: String::new(),
             }),
             takes,
             starts: Mutex::new(Vec::new()),

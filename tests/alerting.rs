@@ -218,6 +218,52 @@ fn test_alert_reports_each_receiver_and_fails_when_one_refuses() {
     assert_eq!((pd.accepted().len(), hook.call_count()), (2, 1));
 }
 
+#[test]
+fn test_alert_describes_a_webhook_truly_and_links_to_the_agents_address() {
+    let hook = FakeReceiver::start(200);
+    let dir = temp_dir("test-alert-webhook");
+    let path = dir.join("probes.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "agent:\n  location: eu-test\n  listen: 127.0.0.1:19464\n\
+             receivers:\n  - name: hook\n    kind: webhook\n    url: http://{}/hook\n\
+             probes:\n  - name: llm-health\n    kind: http\n    url: http://127.0.0.1:9/health\n    interval: 1s\n",
+            hook.addr
+        ),
+    )
+    .unwrap();
+    let test_alert = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+            .arg("test-alert")
+            .args(extra)
+            .arg("-c")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{stdout}");
+        stdout
+    };
+    let stdout = test_alert(&[]);
+    // Only Alertmanager expires an alert by itself.
+    assert!(!stdout.contains("Alertmanager"), "{stdout}");
+    assert!(stdout.contains("Webhooks got one message"), "{stdout}");
+    let sent = hook.accepted();
+    assert_eq!(
+        sent[0]["alert"]["api_url"], "http://127.0.0.1:19464/api/v1/probes",
+        "agent.listen, not localhost:9464: {}",
+        sent[0]
+    );
+    // --listen wins over agent.listen.
+    test_alert(&["--listen", "127.0.0.1:20464"]);
+    let sent = hook.accepted();
+    assert_eq!(
+        sent[1]["alert"]["api_url"],
+        "http://127.0.0.1:20464/api/v1/probes"
+    );
+}
+
 fn fake_receivers(pd: &FakeReceiver, hook: &FakeReceiver) -> String {
     format!(
         "  - name: pager\n    kind: pagerduty\n    url: http://{}/v2/enqueue\n    routing_key: rk-0123456789\n    max_backoff: 500ms\n\

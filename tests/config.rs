@@ -191,3 +191,80 @@ fn a_url_from_the_environment_goes_through_the_same_strict_parser() {
         assert_eq!(e.message, "has port 99999, out of range: ports are 1 to 65535");
     }
 }
+
+/// The README's example `defaults: slo:` (issue 14, item 1) pasted into the shipped
+/// probes.yaml: `ttft_p95` applies to the LLM kinds and is skipped for the others.
+#[test]
+fn the_readmes_defaults_slo_in_probes_yaml_applies_where_it_fits() {
+    let path = repo("probes.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "\ndefaults:\n",
+        "\ndefaults:\n  slo: {availability: 99.5, ttft_p95: 1s, total_p95: 5s}\n",
+        1,
+    );
+    let config = config::parse(&text, &path, &no_env).unwrap_or_else(|e| panic!("{e}"));
+    for p in &config.probes {
+        // A probe's own slo keys win; the others come from defaults.
+        assert!(p.slo.total_p95.is_some(), "{}", p.name);
+        assert_eq!(p.slo.ttft_p95.is_some(), p.kind.is_llm(), "{}", p.name);
+    }
+}
+
+/// `external_url: "${EXTERNAL_URL}"` (issue 14, item 3): substituted, then checked as a
+/// URL; a link is no secret, so it is not redacted from what is shown.
+#[test]
+fn env_vars_fill_the_agents_external_url_and_location() {
+    let text = "agent:\n  location: \"${REGION}\"\n  external_url: \"${EXTERNAL_URL}/\"\nprobes:\n  - {name: h, kind: http, url: \"http://127.0.0.1:8000/health\"}\n";
+    let env = |name: &str| match name {
+        "REGION" => Some("eu-west".to_owned()),
+        "EXTERNAL_URL" => Some("http://probe-eu.example.com:9464".to_owned()),
+        _ => None,
+    };
+    let config = config::parse(text, Path::new("t.yaml"), &env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.agent.location.as_deref(), Some("eu-west"));
+    assert_eq!(
+        config.agent.external_url.as_deref(),
+        Some("http://probe-eu.example.com:9464")
+    );
+    let env = |name: &str| (name == "EXTERNAL_URL").then(|| "probe-eu.example.com".to_owned());
+    let errors = config::parse(
+        "agent:\n  external_url: \"${EXTERNAL_URL}\"\nprobes:\n  - {name: h, kind: http, url: \"http://h/x\"}\n",
+        Path::new("t.yaml"),
+        &env,
+    )
+    .unwrap_err();
+    assert_eq!(
+        errors.to_string().trim(),
+        "t.yaml:2:17: agent.external_url: `probe-eu.example.com` has no scheme: add `http://` or `https://` before the host; give a URL like http://probe-eu.example.com:9464"
+    );
+}
+
+/// Plain lists (issue 14, item 6): `prompts: [...]` is `inline`, and `images: [...]` holds
+/// built-in names and files, told apart by whether an item names a built-in image.
+#[test]
+fn plain_lists_of_prompts_and_images_are_accepted() {
+    let dir = std::env::temp_dir().join(format!("inferprobe-plain-lists-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cat.jpg"), b"\xff\xd8\xff\xe0 not decoded by check").unwrap();
+    let path = dir.join("probes.yaml");
+    let text = "probes:\n  - name: v\n    kind: openai_chat\n    url: http://127.0.0.1:8000/v1/chat/completions\n    model: m\n    prompts: [\"Say hi\", \"Name a colour\"]\n    images: [cat.jpg, scene-224.jpg]\n  - name: w\n    kind: openai_chat\n    url: http://127.0.0.1:8000/v1/chat/completions\n    model: m\n    prompts: {inline: [\"Say hi\"]}\n    images: {builtin: [scene-224.jpg], files: [cat.jpg]}\n";
+    let parsed = config::parse(text, &path, &no_env);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let config = parsed.unwrap_or_else(|e| panic!("{e}"));
+    let debug = format!("{:?}", config.probes[0].spec);
+    assert!(
+        debug.contains("Say hi") && debug.contains("Name a colour"),
+        "{debug}"
+    );
+    assert!(
+        debug.contains("cat.jpg") && debug.contains("scene-224.jpg"),
+        "{debug}"
+    );
+    // In the order written; the mapping form (probe w) keeps working.
+    assert!(debug.find("cat.jpg") < debug.find("scene-224.jpg"), "{debug}");
+    let mapping = format!("{:?}", config.probes[1].spec);
+    assert!(
+        mapping.contains("cat.jpg") && mapping.contains("scene-224.jpg"),
+        "{mapping}"
+    );
+}

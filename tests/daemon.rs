@@ -287,6 +287,11 @@ fn the_demo_shows_live_results_without_any_model_server() {
         .map_while(Result::ok)
         .find(|l| l.trim_start().starts_with("metrics:"))
         .expect("demo prints its metrics URL");
+    let report_line = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.trim_start().starts_with("SLO report:"))
+        .expect("demo prints its report command");
     let addr = metrics_line
         .split("http://")
         .nth(1)
@@ -321,6 +326,19 @@ fn the_demo_shows_live_results_without_any_model_server() {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+    // The printed report command, run as printed, knows the demo's latency targets.
+    let args: Vec<&str> = report_line.split_whitespace().skip(3).collect();
+    let report = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(&args)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let report_text = String::from_utf8_lossy(&report.stdout);
+    assert!(report.status.success(), "{report_line}: {report_text}");
+    assert!(
+        !report_text.contains("No probe has a latency target"),
+        "{report_line}:\n{report_text}"
+    );
     let _ = child.kill();
     let _ = child.wait();
     let first = &alerts["alerts"][0];
@@ -400,4 +418,98 @@ async fn a_probe_removed_while_its_run_is_in_flight_leaves_no_series_behind() {
     );
     let (_, _, api) = http_get(&d.addr, "/api/v1/probes", None);
     assert!(!api.contains("\"slow\""), "{api}");
+}
+
+/// The help text of every option of `inferprobe <cmd> --help`, as clap prints it
+/// (on the option's line, or on the next line in the wide layout).
+fn option_helps(cmd: &str) -> Vec<(String, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args([cmd, "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut helps = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !(line.starts_with("  -") || line.starts_with("      --")) {
+            continue;
+        }
+        let t = line.trim_start();
+        let (flag, rest) = match t.find("  ") {
+            Some(at) => (&t[..at], t[at..].trim()),
+            None => (t, lines.get(i + 1).map_or("", |l| l.trim())),
+        };
+        helps.push((flag.to_owned(), rest.to_owned()));
+    }
+    helps
+}
+
+#[test]
+fn every_option_of_every_subcommand_says_what_it_does() {
+    for cmd in ["run", "test-alert", "check", "once", "simulate", "report", "demo"] {
+        let helps = option_helps(cmd);
+        assert!(helps.len() > 3, "{cmd}: {helps:?}");
+        for (flag, help) in helps {
+            assert!(
+                !help.is_empty() && !help.starts_with('['),
+                "`inferprobe {cmd} --help`: {flag} has no help text ({help:?})"
+            );
+        }
+    }
+    // simulate's help is laid out as the others' and speaks of every kind.
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["simulate", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("OpenAI-compatible"), "{text}");
+    assert!(text.contains("every kind"), "{text}");
+    assert!(!text.contains("see a summary with '-h'"), "long layout:\n{text}");
+    assert!(text.contains("  http-500  "), "faults listed:\n{text}");
+}
+
+#[test]
+fn log_colour_only_on_a_terminal_and_never_with_no_color() {
+    let Some(script) = require_tool("script", "gives the agent a terminal (util-linux)") else {
+        return;
+    };
+    let logs = |no_color: Option<&str>| {
+        let cmd = format!(
+            "timeout -s INT 2 {} simulate --listen 127.0.0.1:0",
+            env!("CARGO_BIN_EXE_inferprobe")
+        );
+        let mut c = Command::new(&script);
+        c.args(["-qec", &cmd, "/dev/null"]).env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            c.env("NO_COLOR", v);
+        }
+        String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned()
+    };
+    let terminal = logs(None);
+    assert!(terminal.contains("Simulator started"), "{terminal}");
+    assert!(
+        terminal.contains("\u{1b}["),
+        "a terminal gets colour: {terminal:?}"
+    );
+    let no_color = logs(Some("1"));
+    assert!(no_color.contains("Simulator started"), "{no_color}");
+    assert!(!no_color.contains("\u{1b}["), "NO_COLOR: {no_color:?}");
+    // Not a terminal: plain text.
+    let piped = Command::new("timeout")
+        .args([
+            "-s",
+            "INT",
+            "2",
+            env!("CARGO_BIN_EXE_inferprobe"),
+            "simulate",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert!(stderr.contains("Simulator started"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }

@@ -1,11 +1,14 @@
 //! The deployment kit under deploy/: the Alertmanager example passes `amtool` and routes
 //! and inhibits as documented (the routes with `amtool config routes test`, the
 //! inhibitions in a real Alertmanager), the kustomize overlays render with their own
-//! location, the example probes are valid, and the Dockerfile has the properties the
-//! README promises (it cannot be built here: no Docker engine, no musl target).
+//! location, a region added by deploy/README's step shares a cluster with the shipped ones
+//! without a clash, deploy/README's Kubernetes commands run as written, the example probes
+//! are valid, and the Dockerfile has the properties the README promises (it cannot be
+//! built here: no Docker engine; scripts/image/ builds and starts the same image offline,
+//! in .ci/run).
 //!
 //! The overlays keep to what kustomize v2 understands (`bases`, `commonLabels`,
-//! `patchesStrategicMerge`), so they render both with a current kubectl and with
+//! `patchesStrategicMerge`, `vars`), so they render both with a current kubectl and with
 //! Debian's `kubernetes-client` (kubectl 1.20), which `.ci/run` installs; the structural
 //! test makes the same checks on the files read with serde, without kubectl.
 #![forbid(unsafe_code)]
@@ -458,13 +461,14 @@ fn the_kit_probes_are_valid_and_the_secret_example_holds_every_key_they_need_as_
     assert!(probes.contains("kind: alertmanager"), "no alertmanager receiver");
 }
 
-/// The env entries of the inferprobe container, by name.
+/// The env entries of the inferprobe container that have a value, by name (not those
+/// taken `valueFrom` the pod).
 fn container_env(statefulset: &Value) -> BTreeMap<String, String> {
     at(statefulset, "spec.template.spec.containers.0.env")
         .as_sequence()
         .unwrap()
         .iter()
-        .map(|e| (str_at(e, "name").to_owned(), str_at(e, "value").to_owned()))
+        .filter_map(|e| Some((str_at(e, "name").to_owned(), e["value"].as_str()?.to_owned())))
         .collect()
 }
 
@@ -519,11 +523,19 @@ fn check_rendered(overlay: &str, docs: &[Value]) {
         "{overlay}: data volume not mounted"
     );
 
-    // The generated ConfigMap and Secret, referenced by their generated names.
+    // The generated ConfigMaps (the probes; the region's name) and Secret, referenced by
+    // their generated names.
     let config_maps = of_kind("ConfigMap");
-    assert_eq!(config_maps.len(), 1);
-    assert!(config_maps[0]["data"]["probes.yaml"].is_string());
-    let config_name = str_at(config_maps[0], "metadata.name");
+    assert_eq!(config_maps.len(), 2, "{overlay}: probes and region");
+    let probes = config_maps
+        .iter()
+        .find(|c| c["data"]["probes.yaml"].is_string())
+        .expect("the probes' ConfigMap");
+    assert!(
+        config_maps.iter().any(|c| c["data"]["region"] == overlay),
+        "{overlay}: the region's ConfigMap"
+    );
+    let config_name = str_at(probes, "metadata.name");
     let volumes = pod["volumes"].as_sequence().unwrap();
     assert!(
         volumes.iter().any(|v| v["configMap"]["name"] == config_name),
@@ -557,6 +569,25 @@ fn check_rendered(overlay: &str, docs: &[Value]) {
             "{overlay}: Service selects the pods"
         );
     }
+
+    // The region's own namespace, created, and every resource in it; names derived.
+    let namespaces = of_kind("Namespace");
+    assert_eq!(namespaces.len(), 1, "{overlay}: one Namespace");
+    let namespace = format!("inferprobe-{overlay}");
+    assert_eq!(str_at(namespaces[0], "metadata.name"), namespace);
+    for doc in docs.iter().filter(|d| d["kind"] != "Namespace") {
+        assert_eq!(
+            doc["metadata"]["namespace"],
+            namespace.as_str(),
+            "{overlay}: {:?} outside its namespace",
+            doc["metadata"]["name"]
+        );
+    }
+    assert_eq!(str_at(sts, "metadata.name"), namespace);
+    assert_eq!(
+        at(sts, "spec.template.metadata.labels")["app.kubernetes.io/instance"],
+        namespace.as_str()
+    );
 }
 
 #[test]
@@ -586,15 +617,46 @@ fn each_overlay_renders_with_its_own_location_and_the_common_parts() {
     );
 }
 
+/// The region an overlay names: its `region=` literal for the ConfigMap inferprobe-region.
+fn overlay_region(kustomization: &Value) -> String {
+    kustomization["configMapGenerator"]
+        .as_sequence()
+        .and_then(|g| g.iter().find(|g| g["name"] == "inferprobe-region"))
+        .and_then(|g| g["literals"].as_sequence())
+        .and_then(|l| l.iter().find_map(|l| l.as_str()?.strip_prefix("region=")))
+        .expect("the overlay names its region (region=)")
+        .to_owned()
+}
+
 /// Without kubectl: the base and each overlay, read as kustomize would read them.
 #[test]
 fn the_kustomize_files_hold_together() {
     let base = yaml(&kubernetes("base/kustomization.yaml"));
-    let mut docs: Vec<Value> = Vec::new();
+    // $(REGION), the one variable, comes from the ConfigMap inferprobe-region.
+    assert_eq!(at(&base, "vars.0.name"), "REGION");
+    assert_eq!(at(&base, "vars.0.objref.name"), "inferprobe-region");
+    assert_eq!(at(&base, "vars.0.fieldref.fieldpath"), "data.region");
+    let mut sources = String::new();
     for resource in base["resources"].as_sequence().unwrap() {
         let path = kubernetes(&format!("base/{}", resource.as_str().unwrap()));
-        docs.extend(documents(&read(&path)));
+        sources.push_str(&read(&path));
+        sources.push_str("\n---\n");
     }
+    let base_docs = documents(&sources);
+    let base_sts = base_docs
+        .iter()
+        .find(|d| d["kind"] == "StatefulSet")
+        .expect("StatefulSet in base");
+    assert_eq!(
+        container_env(base_sts)
+            .get("INFERPROBE_LOCATION")
+            .map(String::as_str),
+        Some("$(REGION)"),
+        "the location is the region's name"
+    );
+    // As kustomize substitutes the variable (for the overlay's region, below).
+    let with_region = |region: &str| documents(&sources.replace("$(REGION)", region));
+    let docs = with_region("REGION");
     let mut generated: Vec<&str> = at(&base, "configMapGenerator.0.files")
         .as_sequence()
         .unwrap()
@@ -607,6 +669,7 @@ fn the_kustomize_files_hold_together() {
         assert!(path.is_file(), "{} is missing", path.display());
     }
     let config_map = str_at(&base, "configMapGenerator.0.name");
+    assert_eq!(str_at(&base, "configMapGenerator.1.name"), "inferprobe-region");
     let secret = str_at(&base, "secretGenerator.0.name");
     let sts = docs
         .iter()
@@ -622,20 +685,35 @@ fn the_kustomize_files_hold_together() {
     );
     assert_eq!(str_at(pod, "containers.0.envFrom.0.secretRef.name"), secret);
     assert!(at(sts, "spec.volumeClaimTemplates.0.metadata.name").is_string());
-    assert!(
-        !container_env(sts).contains_key("INFERPROBE_LOCATION"),
-        "the location belongs to the overlays"
-    );
 
     for overlay in OVERLAYS {
         let dir = format!("overlays/{overlay}");
-        let kustomization = yaml(&kubernetes(&format!("{dir}/kustomization.yaml")));
+        let text = read(&kubernetes(&format!("{dir}/kustomization.yaml")));
+        let kustomization: Value = serde_yaml::from_str(&text).unwrap();
         assert_eq!(kustomization["bases"][0], "../../base", "{overlay}");
+        // The region's name is written in one place: its `region=` line.
+        assert_eq!(overlay_region(&kustomization), overlay);
+        let code: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
+        assert_eq!(
+            code.iter().filter(|l| l.contains(overlay)).count(),
+            1,
+            "{overlay}: the region's name in more than one line"
+        );
+        let docs = with_region(overlay);
+        let sts = docs.iter().find(|d| d["kind"] == "StatefulSet").unwrap();
         // Apply the overlay's StatefulSet patches the way a strategic merge does for
         // these fields: replicas replaced, env entries merged by name.
         let mut rendered = sts.clone();
-        for patch in kustomization["patchesStrategicMerge"].as_sequence().unwrap() {
-            let patch = yaml(&kubernetes(&format!("{dir}/{}", patch.as_str().unwrap())));
+        let no_patches = Vec::new();
+        let patches = kustomization["patchesStrategicMerge"]
+            .as_sequence()
+            .unwrap_or(&no_patches);
+        for patch in patches {
+            let path = kubernetes(&format!("{dir}/{}", patch.as_str().unwrap()));
+            let patch: Value = serde_yaml::from_str(&read(&path).replace("$(REGION)", overlay)).unwrap();
             assert_eq!(patch["kind"], "StatefulSet");
             assert_eq!(patch["metadata"]["name"], sts["metadata"]["name"]);
             if let Some(replicas) = patch["spec"].get("replicas") {
@@ -654,17 +732,27 @@ fn the_kustomize_files_hold_together() {
                 env.push(entry.clone());
             }
         }
+        // commonLabels reach the pods' labels too, the instance label with the region.
+        let namespace = format!("inferprobe-{overlay}");
+        assert_eq!(
+            base["commonLabels"]["app.kubernetes.io/instance"],
+            "inferprobe-$(REGION)"
+        );
+        rendered["spec"]["template"]["metadata"]["labels"] =
+            serde_yaml::from_str(&format!("{{app.kubernetes.io/instance: {namespace}}}")).unwrap();
         let mut all = docs.clone();
         all.retain(|d| d["kind"] != "StatefulSet");
         all.push(rendered);
         // What the generators make, as kustomize would add them.
-        all.push(
-            serde_yaml::from_str(&format!(
-                "kind: ConfigMap\nmetadata: {{name: {config_map}}}\ndata: {{probes.yaml: x}}"
-            ))
-            .unwrap(),
-        );
-        all.push(serde_yaml::from_str(&format!("kind: Secret\nmetadata: {{name: {secret}}}")).unwrap());
+        for generated in [
+            format!("kind: ConfigMap\nmetadata: {{name: {config_map}}}\ndata: {{probes.yaml: x}}"),
+            format!("kind: ConfigMap\nmetadata: {{name: inferprobe-region}}\ndata: {{region: {overlay}}}"),
+            format!("kind: Secret\nmetadata: {{name: {secret}}}"),
+        ] {
+            let mut doc: Value = serde_yaml::from_str(&generated).unwrap();
+            doc["metadata"]["namespace"] = namespace.as_str().into();
+            all.push(doc);
+        }
         // commonLabels reach the Services' selectors too.
         assert!(base["commonLabels"].as_mapping().is_some_and(|m| !m.is_empty()));
         for d in all.iter_mut().filter(|d| d["kind"] == "Service") {
@@ -672,6 +760,198 @@ fn the_kustomize_files_hold_together() {
         }
         check_rendered(overlay, &all);
     }
+}
+
+/// The first ```sh block of deploy/README.md after `marker`.
+fn readme_block(marker: &str) -> String {
+    let readme = read("deploy/README.md");
+    let from = readme
+        .find(marker)
+        .unwrap_or_else(|| panic!("deploy/README.md lost {marker:?}"));
+    let rest = &readme[from..];
+    let start = rest.find("```sh\n").expect("a sh block") + "```sh\n".len();
+    let end = rest[start..].find("```").expect("the block's end");
+    // Blocks inside a list item are indented.
+    rest[start..start + end]
+        .lines()
+        .map(|l| format!("{}\n", l.trim_start()))
+        .collect()
+}
+
+/// `sh -e -c script` in `dir`, with the built inferprobe first on PATH and none of the
+/// kit's API keys in the environment (the commands must bring what they need).
+fn run_as_written(script: &str, dir: &Path) -> (bool, String) {
+    let bin = Path::new(env!("CARGO_BIN_EXE_inferprobe")).parent().unwrap();
+    let mut paths = vec![bin.to_path_buf()];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let mut cmd = Command::new("sh");
+    cmd.arg("-e")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env("PATH", std::env::join_paths(paths).unwrap());
+    for key in env_file(&read(&kubernetes("base/api-keys.env"))).keys() {
+        cmd.env_remove(key);
+    }
+    run(&mut cmd)
+}
+
+#[test]
+fn deploy_readme_kubernetes_commands_run_as_written() {
+    let Some(_) = require_tool(
+        "kubectl",
+        "runs deploy/README's kubectl kustomize; apt-get install kubernetes-client",
+    ) else {
+        return;
+    };
+    let block = readme_block("## Kubernetes");
+    assert!(block.contains("inferprobe check -c"), "{block}");
+    assert!(block.contains("kubectl kustomize"), "{block}");
+    // Everything but what needs a cluster.
+    let script: String = block
+        .lines()
+        .filter(|l| !l.starts_with("kubectl apply"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (ok, out) = run_as_written(&script, &repo(""));
+    assert!(ok, "deploy/README's commands failed as written:\n{script}\n{out}");
+    assert!(out.contains("kind: StatefulSet"), "{out}");
+}
+
+/// Labels a selector asks for are all on the pod.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    selector
+        .as_mapping()
+        .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| &labels[k] == v))
+}
+
+#[test]
+fn regions_added_by_the_documented_step_share_a_cluster_without_clash() {
+    let Some(kubectl) = require_tool(
+        "kubectl",
+        "renders the kustomize overlays; apt-get install kubernetes-client",
+    ) else {
+        return;
+    };
+    // A copy of the tree, and deploy/README's add-a-region step in it as written; then the
+    // same step for one more name, the way a user adds a third region.
+    let root = temp_dir("regions");
+    let (ok, out) = run(Command::new("cp").arg("-r").arg(repo("deploy")).arg(&root));
+    assert!(ok, "{out}");
+    let step = readme_block("To add one:");
+    assert!(step.contains("ap-south"), "{step}");
+    // The top-level README gives the same step.
+    let main = read("README.md");
+    for line in step.lines().filter(|l| !l.starts_with("kubectl")) {
+        assert!(
+            main.contains(line),
+            "README.md lacks deploy/README's step {line:?}"
+        );
+    }
+    for script in [step.clone(), step.replace("ap-south", "me-central")] {
+        let (ok, out) = run_as_written(&script, &root);
+        assert!(ok, "the add-a-region step failed:\n{script}\n{out}");
+    }
+    let added = root.join("deploy/kubernetes/overlays/ap-south");
+    assert_eq!(
+        std::fs::read_dir(&added).unwrap().count(),
+        1,
+        "a region is one file"
+    );
+
+    // Every region rendered into one manifest stream, as one cluster would get it.
+    let regions = ["eu-west", "us-east", "ap-south", "me-central"];
+    let mut stream = String::new();
+    for region in regions {
+        let dir = root.join(format!("deploy/kubernetes/overlays/{region}"));
+        let (ok, out) = run(Command::new(&kubectl).arg("kustomize").arg(&dir));
+        assert!(ok, "kubectl kustomize overlays/{region} failed:\n{out}");
+        let docs = documents(&out);
+        check_rendered(region, &docs);
+        for other in regions.iter().filter(|o| **o != region) {
+            assert!(!out.contains(other), "{region} mentions {other}");
+        }
+        stream.push_str(&out);
+        stream.push_str("\n---\n");
+    }
+    assert!(!stream.contains("$(REGION)"), "a variable left unresolved");
+    let docs = documents(&stream);
+
+    // No two resources with the same kind, namespace and name.
+    let mut seen = BTreeMap::new();
+    for doc in &docs {
+        let key = format!(
+            "{}/{}/{}",
+            str_at(doc, "kind"),
+            doc["metadata"]["namespace"].as_str().unwrap_or(""),
+            str_at(doc, "metadata.name")
+        );
+        assert!(seen.insert(key.clone(), ()).is_none(), "{key} twice");
+    }
+
+    // Per region: its namespace, pod labels, location and selectors.
+    let statefulsets: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "StatefulSet").collect();
+    assert_eq!(statefulsets.len(), regions.len());
+    let mut instances = Vec::new();
+    let mut locations = Vec::new();
+    let mut namespaces = Vec::new();
+    for sts in &statefulsets {
+        let labels = at(sts, "spec.template.metadata.labels");
+        instances.push(labels["app.kubernetes.io/instance"].as_str().unwrap().to_owned());
+        locations.push(container_env(sts)["INFERPROBE_LOCATION"].clone());
+        namespaces.push(str_at(sts, "metadata.namespace").to_owned());
+    }
+    for list in [&instances, &locations, &namespaces] {
+        let mut distinct = list.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(&distinct.len(), &list.len(), "shared between regions: {list:?}");
+    }
+    let mut want_locations: Vec<String> = regions.iter().map(|r| r.to_string()).collect();
+    let mut got_locations = locations.clone();
+    want_locations.sort();
+    got_locations.sort();
+    assert_eq!(got_locations, want_locations);
+
+    // No selector matches another region's pods, even by labels alone (stricter than
+    // Kubernetes, whose selectors stay in their namespace).
+    for doc in &docs {
+        let selector = match str_at(doc, "kind") {
+            "StatefulSet" => at(doc, "spec.selector.matchLabels"),
+            "Service" => at(doc, "spec.selector"),
+            _ => continue,
+        };
+        let namespace = str_at(doc, "metadata.namespace");
+        for sts in &statefulsets {
+            let own = str_at(sts, "metadata.namespace") == namespace;
+            assert_eq!(
+                selects(selector, at(sts, "spec.template.metadata.labels")),
+                own,
+                "{}/{} and the pods of {}",
+                namespace,
+                str_at(doc, "metadata.name"),
+                str_at(sts, "metadata.namespace")
+            );
+        }
+    }
+
+    // Pages link to the region's own agent (or the public URL its overlay sets).
+    for sts in &statefulsets {
+        let env = container_env(sts);
+        let location = &env["INFERPROBE_LOCATION"];
+        let url = &env["EXTERNAL_URL"];
+        if location == "us-east" {
+            assert_eq!(url, "https://inferprobe-us-east.example.com");
+        } else {
+            assert_eq!(
+                url,
+                &format!("http://$(POD_NAME).inferprobe-{location}.inferprobe-{location}.svc:9464")
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
 }
 
 // ---- Dockerfile -----------------------------------------------------------------------
@@ -702,7 +982,7 @@ fn instructions(text: &str) -> Vec<(String, String)> {
 }
 
 #[test]
-fn the_dockerfile_builds_a_static_binary_with_locked_deps_into_a_non_root_distroless_image() {
+fn the_dockerfile_builds_with_locked_deps_into_the_offline_images_root_filesystem() {
     let text = read(DOCKERFILE);
     let all = instructions(&text);
     let stages: Vec<usize> = all
@@ -711,23 +991,44 @@ fn the_dockerfile_builds_a_static_binary_with_locked_deps_into_a_non_root_distro
         .filter(|(_, (w, _))| w == "FROM")
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(stages.len(), 2, "multi-stage: build and run");
-    let (build, last) = (&all[stages[0]..stages[1]], &all[stages[1]..]);
+    assert_eq!(stages.len(), 3, "build, rootfs and run");
+    let (build, rootfs, last) = (
+        &all[stages[0]..stages[1]],
+        &all[stages[1]..stages[2]],
+        &all[stages[2]..],
+    );
     assert_eq!(build[0].1, "rust:1.95-bookworm AS build");
-    assert_eq!(last[0].1, "gcr.io/distroless/static-debian12:nonroot");
+    assert_eq!(rootfs[0].1, "debian:bookworm AS rootfs");
+    assert_eq!(last[0].1, "scratch");
 
-    let runs: String = build
-        .iter()
-        .filter(|(w, _)| w == "RUN")
-        .map(|(_, r)| r.as_str())
-        .collect();
-    assert!(runs.contains("musl-tools"), "musl-tools for the C parts");
-    assert!(runs.contains("rustup target add x86_64-unknown-linux-musl"));
-    let cargo = runs.split("cargo build").nth(1).expect("cargo build");
+    let runs = |stage: &[(String, String)]| -> String {
+        stage
+            .iter()
+            .filter(|(w, _)| w == "RUN")
+            .map(|(_, r)| r.as_str())
+            .collect()
+    };
+    let cargo = runs(build);
+    let cargo = cargo.split("cargo build").nth(1).expect("cargo build");
     let cargo = cargo.split("&&").next().unwrap();
-    for flag in ["--release", "--locked", "--target x86_64-unknown-linux-musl"] {
+    for flag in ["--release", "--locked"] {
         assert!(cargo.contains(flag), "cargo build lacks {flag}: {cargo}");
     }
+    // The root filesystem is the one scripts/image/build.sh packs offline: the same
+    // script, on the same Debian release as the build stage, and nothing else in the image.
+    let copies = |stage: &[(String, String)]| -> Vec<String> {
+        stage
+            .iter()
+            .filter(|(w, _)| w == "COPY")
+            .map(|(_, r)| r.clone())
+            .collect()
+    };
+    assert!(copies(rootfs).contains(&"scripts/image/rootfs.sh /rootfs.sh".to_owned()));
+    assert!(runs(rootfs).contains("/rootfs.sh /rootfs /inferprobe"));
+    assert_eq!(copies(last), ["--from=rootfs /rootfs /"]);
+    let script = read("scripts/image/rootfs.sh");
+    assert!(script.contains("chown 65532:65532") && script.contains("$rootfs/var/lib/inferprobe"));
+    assert!(read("scripts/image/build.sh").contains("scripts/image/rootfs.sh"));
 
     let find = |word: &str| -> Vec<&str> {
         last.iter()
@@ -739,11 +1040,6 @@ fn the_dockerfile_builds_a_static_binary_with_locked_deps_into_a_non_root_distro
     assert_eq!(find("EXPOSE"), ["9464"]);
     assert_eq!(find("VOLUME"), ["[\"/var/lib/inferprobe\"]"]);
     assert!(
-        find("COPY")
-            .iter()
-            .any(|c| c.contains("--chown=65532:65532") && c.ends_with("/var/lib/inferprobe"))
-    );
-    assert!(
         find("ENV")
             .iter()
             .any(|e| e.contains("INFERPROBE_DATA_DIR=/var/lib/inferprobe"))
@@ -753,25 +1049,36 @@ fn the_dockerfile_builds_a_static_binary_with_locked_deps_into_a_non_root_distro
     let cmd = exec_form(find("CMD")[0]);
     assert_eq!(entrypoint, ["/usr/local/bin/inferprobe", "--log-format", "json"]);
     assert_eq!(cmd, ["run", "-c", "/etc/inferprobe/probes.yaml"]);
-    // No HEALTHCHECK (no shell in distroless), and the file says why.
+    // No HEALTHCHECK (no shell in the image), and the file says why.
     assert!(all.iter().all(|(w, _)| w != "HEALTHCHECK"));
     assert!(text.contains("No HEALTHCHECK"), "say why there is no HEALTHCHECK");
 
-    // The build copies everything cargo reads, and .dockerignore excludes none of it.
-    let copied: Vec<&str> = build
+    // The stages copy everything cargo and the rootfs script read, and .dockerignore
+    // excludes none of it.
+    let copied: Vec<String> = build
         .iter()
-        .filter(|(w, _)| w == "COPY")
+        .chain(rootfs)
+        .filter(|(w, r)| w == "COPY" && !r.starts_with("--from"))
         .flat_map(|(_, r)| {
             let parts: Vec<&str> = r.split_whitespace().collect();
-            parts[..parts.len() - 1].to_vec()
+            parts[..parts.len() - 1]
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
         })
         .collect();
-    let mut needed = vec!["Cargo.toml", "Cargo.lock", "src", "benches"];
+    let mut needed = vec![
+        "Cargo.toml",
+        "Cargo.lock",
+        "src",
+        "benches",
+        "scripts/image/rootfs.sh",
+    ];
     if repo("build.rs").exists() {
         needed.push("build.rs");
     }
     for path in needed {
-        assert!(copied.contains(&path), "the build stage does not copy {path}");
+        assert!(copied.iter().any(|c| c == path), "the build does not copy {path}");
     }
     let ignore = read(".dockerignore");
     let ignored: Vec<&str> = ignore
@@ -781,7 +1088,7 @@ fn the_dockerfile_builds_a_static_binary_with_locked_deps_into_a_non_root_distro
         .collect();
     for path in &copied {
         assert!(
-            !ignored.iter().any(|i| i.trim_end_matches('/') == *path),
+            !ignored.iter().any(|i| path.starts_with(i.trim_end_matches('/'))),
             "{path} is ignored"
         );
     }

@@ -126,6 +126,18 @@ fn the_demo_status_page_renders_in_chromium_with_every_probe_and_no_errors() {
     let healthy_at = text.find("chat-healthy").unwrap();
     assert!(down_at < healthy_at, "problems first");
     assert!(text.contains("http_5xx"), "{text}");
+    // A minute of data is not a week: "No failure in the 40 s covered".
+    assert!(!text.contains("No failure in 7 days"), "{text}");
+    assert!(text.contains(" covered."), "{text}");
+    // A sub-millisecond figure is shown as such, never "0 ms".
+    for (i, _) in text.match_indices("0 ms") {
+        let before = text[..i].chars().last().unwrap_or(' ');
+        assert!(
+            before.is_ascii_digit() || before == '.',
+            "a bare \"0 ms\": {}",
+            &text[i.saturating_sub(40)..i + 4]
+        );
+    }
 
     // A phone: no sideways scrolling on the overview or a probe's page.
     let phone = render(&url, 390, 844, true).expect("chromium");
@@ -148,6 +160,13 @@ fn the_demo_status_page_renders_in_chromium_with_every_probe_and_no_errors() {
         page.viewport_width
     );
     assert!(page.text.contains("Recent runs"), "{}", page.text);
+    // The page's link for people is the probe's page, not its JSON.
+    assert!(
+        page.text
+            .contains(&format!("Details: http://{}/probes/chat-down", demo.addr)),
+        "{}",
+        page.text
+    );
     assert!(
         page.text.contains("HTTP 500: simulated internal error"),
         "{}",

@@ -246,7 +246,7 @@ async fn tls_and_basic_auth_let_only_the_right_scraper_in() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert!(
-        alerts.contains(&format!("Details: https://{addr}/api/v1/probes/down")),
+        alerts.contains(&format!("Details: https://{addr}/probes/down")),
         "{alerts}"
     );
     // Plain HTTP on the TLS port gets no metrics.

@@ -401,7 +401,7 @@ impl Agent {
 
 /// `http://<host>:<port>` of this agent, for links in pages when `agent.external_url`
 /// is not set: the host name when listening on all addresses.
-fn default_api_base(addr: Option<SocketAddr>) -> String {
+pub fn default_api_base(addr: Option<SocketAddr>) -> String {
     let Some(addr) = addr else {
         return format!("http://localhost:{}", crate::server::DEFAULT_PORT);
     };

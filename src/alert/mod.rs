@@ -322,8 +322,9 @@ impl Alerting {
             }
             for track in [&mut state.down, &mut state.degraded] {
                 if let Some(firing) = track.firing.take() {
-                    let note = "The probe was removed from the configuration.";
-                    changes.notifications.push(self.resolve(firing, now, note, &[]));
+                    changes
+                        .notifications
+                        .push(self.resolve(firing, now, Ended::Removed, &[]));
                 }
             }
             changes.saved.push((probe, None));
@@ -398,7 +399,7 @@ impl Alerting {
                     notes.push(self.fire(&mut state.down, alert, &a.receivers, now));
                     // One page per probe: the degraded alert yields to the down alert.
                     if let Some(firing) = state.degraded.firing.take() {
-                        notes.push(self.resolve(firing, now, "Superseded by the down alert.", &a.receivers));
+                        notes.push(self.resolve(firing, now, Ended::Superseded, &a.receivers));
                     }
                     state.degraded = Track::default();
                     // Latency from before the outage says nothing about after it.
@@ -408,13 +409,15 @@ impl Alerting {
                     firing.alert.summary.clone_from(summary);
                     firing.alert.description = self.with_links(description, &rules, name);
                     firing.alert = with_failure(firing.alert.clone(), outcome);
-                    firing.alert.bad_runs = state.down.bad;
+                    // Every failed run of the incident, a good run between failures
+                    // included: the resolved page says how many there were.
+                    firing.alert.bad_runs = firing.alert.bad_runs.saturating_add(1);
                 }
                 None => {}
             }
         } else if state.down.firing.is_some() && state.down.good >= a.success_threshold {
             let firing = state.down.firing.take().expect("checked");
-            notes.push(self.resolve(firing, now, "The endpoint answers again.", &a.receivers));
+            notes.push(self.resolve(firing, now, Ended::Recovered, &a.receivers));
             state.down.good = a.success_threshold;
         }
 
@@ -475,12 +478,7 @@ impl Alerting {
                     state.degraded.good_run(a.success_threshold);
                     if state.degraded.firing.is_some() && state.degraded.good >= a.success_threshold {
                         let firing = state.degraded.firing.take().expect("checked");
-                        notes.push(self.resolve(
-                            firing,
-                            now,
-                            "Latency is back within its targets.",
-                            &a.receivers,
-                        ));
+                        notes.push(self.resolve(firing, now, Ended::Recovered, &a.receivers));
                     }
                 }
             }
@@ -606,13 +604,14 @@ impl Alerting {
         format!("{}/api/v1/probes/{probe}", self.api_base)
     }
 
-    /// A description with the runbook and the probe's API link at the end.
+    /// A description with the runbook and the probe's status page at the end.
     fn with_links(&self, description: &str, rules: &Rules, probe: &str) -> String {
         let mut d = description.to_owned();
         if let Some(url) = &rules.alert.runbook_url {
             d.push_str(&format!("\nRunbook: {url}"));
         }
-        d.push_str(&format!("\nDetails: {}", self.api_url(probe)));
+        // The probe's page, for people; the JSON is the alert's own link (api_url).
+        d.push_str(&format!("\nDetails: {}/probes/{probe}", self.api_base));
         d
     }
 
@@ -652,7 +651,7 @@ impl Alerting {
         &mut self,
         mut firing: Firing,
         now: SystemTime,
-        why: &str,
+        ended: Ended,
         current: &[String],
     ) -> Notification {
         for r in current {
@@ -662,7 +661,8 @@ impl Alerting {
         }
         firing.alert.resolved_at = Some(now);
         let lasted = lasted(firing.alert.since, now);
-        firing.alert.summary = format!("RESOLVED: {}", firing.alert.summary);
+        firing.alert.summary = resolved_summary(&firing.alert, ended, &lasted);
+        let why = ended.why(firing.alert.condition);
         firing.alert.description = format!("{why} It lasted {lasted}.\n{}", firing.alert.description);
         let note = Notification {
             id: format!(
@@ -677,6 +677,56 @@ impl Alerting {
         self.recently_resolved.push(firing);
         note
     }
+}
+
+/// Why a firing alert resolves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// The probe's runs are good again.
+    Recovered,
+    /// The degraded alert yields to the down alert: one page per probe.
+    Superseded,
+    /// The probe is no longer in the configuration.
+    Removed,
+}
+
+impl Ended {
+    fn why(self, condition: Condition) -> &'static str {
+        match (self, condition) {
+            (Ended::Recovered, Condition::Degraded) => "Latency is back within its targets.",
+            (Ended::Recovered, _) => "The endpoint answers again.",
+            (Ended::Superseded, _) => "Superseded by the down alert.",
+            (Ended::Removed, _) => "The probe was removed from the configuration.",
+        }
+    }
+}
+
+/// A resolved page's one line says what recovered and how long the trouble lasted: the
+/// firing summary ("chat is DOWN ...") would read as if it still were.
+fn resolved_summary(a: &Alert, ended: Ended, lasted: &str) -> String {
+    let (p, loc) = (&a.probe, &a.location);
+    let runs = match a.bad_runs {
+        1 => "1 failed run".to_owned(),
+        n => format!("{n} failed runs"),
+    };
+    let text = match (ended, a.condition) {
+        (Ended::Recovered, Condition::Degraded) => {
+            format!("{p} is back within its latency targets from {loc} after {lasted} degraded")
+        }
+        (Ended::Recovered, _) => format!("{p} is up again from {loc} after {lasted} down ({runs})"),
+        (Ended::Superseded, _) => {
+            format!("{p} is no longer DEGRADED from {loc}: it is DOWN now (after {lasted} degraded)")
+        }
+        (Ended::Removed, Condition::Degraded) => {
+            format!(
+                "{p} is no longer probed from {loc}: removed from the configuration after {lasted} degraded"
+            )
+        }
+        (Ended::Removed, _) => format!(
+            "{p} is no longer probed from {loc}: removed from the configuration after {lasted} down ({runs})"
+        ),
+    };
+    format!("RESOLVED: {text}")
 }
 
 /// The last run's failure details on a down alert.

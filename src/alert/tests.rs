@@ -27,6 +27,7 @@ fn identity(name: &str) -> Arc<ProbeIdentity> {
         location: "eu-west".into(),
         labels: vec![("team".into(), "ml".into())],
         endpoint: "https://llm.example.com/v1/chat/completions".into(),
+        query: String::new(),
     })
 }
 
@@ -187,7 +188,7 @@ fn the_page_says_what_happened_in_words() {
         "(1m, 3 runs in a row)",
         "TTFT 300 ms, total 900 ms",
         "Runbook: https://runbooks.example.com/llm",
-        "Details: http://agent.example:9464/api/v1/probes/chat",
+        "Details: http://agent.example:9464/probes/chat",
     ] {
         assert!(
             a.description.contains(needle),
@@ -226,7 +227,10 @@ fn resolves_after_success_threshold_once() {
     assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
     let a = &notes[0].alert;
     assert_eq!(a.resolved_at, Some(h.now));
-    assert!(a.summary.starts_with("RESOLVED: chat is DOWN"), "{}", a.summary);
+    assert_eq!(
+        a.summary,
+        "RESOLVED: chat is up again from eu-west after 4m 30s down (7 failed runs)"
+    );
     assert!(
         a.description
             .starts_with("The endpoint answers again. It lasted 4m 30s."),
@@ -352,6 +356,12 @@ fn slow_runs_fire_the_degraded_alert_and_fast_runs_resolve_it() {
     // fast again only when all 10 are fast; then two good evaluations resolve.
     let notes = h.runs(&[Timed(100, 300); 11]);
     assert_eq!(events(&notes), [(Event::Resolved, Condition::Degraded)]);
+    let s = &notes[0].alert.summary;
+    assert!(
+        s.starts_with("RESOLVED: chat is back within its latency targets from eu-west after "),
+        "{s}"
+    );
+    assert!(s.ends_with(" degraded"), "{s}");
 }
 
 #[test]
@@ -365,6 +375,14 @@ fn the_down_alert_supersedes_the_degraded_one() {
             (Event::Firing, Condition::Down),
             (Event::Resolved, Condition::Degraded)
         ]
+    );
+    assert!(
+        notes[1]
+            .alert
+            .summary
+            .starts_with("RESOLVED: chat is no longer DEGRADED from eu-west: it is DOWN now"),
+        "{}",
+        notes[1].alert.summary
     );
     // While down, slow answers between failures do not page as degraded.
     assert!(
@@ -510,7 +528,12 @@ fn updates_of_a_firing_alert_keep_its_links() {
     let firing = h.alerting.firing();
     let d = &firing[0].description;
     assert!(d.contains("(2m 30s, 6 runs in a row)"), "{d}");
-    assert!(d.contains("\nRunbook: https://runbooks.example.com/llm\nDetails: http://agent.example:9464/api/v1/probes/chat"), "{d}");
+    assert!(
+        d.contains(
+            "\nRunbook: https://runbooks.example.com/llm\nDetails: http://agent.example:9464/probes/chat"
+        ),
+        "{d}"
+    );
 }
 
 #[test]
@@ -566,4 +589,23 @@ fn the_agents_own_exhaustion_never_pages_about_the_endpoint() {
     // And they do not resolve it.
     assert!(h.runs(&[exhausted; 10]).is_empty());
     assert_eq!(events(&h.runs(&[Ok, Ok])), [(Event::Resolved, Condition::Down)]);
+}
+
+#[test]
+fn a_resolved_page_says_what_recovered_and_for_how_long() {
+    // Down: 8 failed runs, then 2 good ones.
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Http5xx);
+    h.runs(&[down; 8]);
+    let notes = h.runs(&[Ok, Ok]);
+    assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
+    let a = &notes[0].alert;
+    assert_eq!(
+        a.summary,
+        "RESOLVED: chat is up again from eu-west after 4m 30s down (8 failed runs)"
+    );
+    assert!(!a.summary.contains("DOWN"), "{}", a.summary);
+    assert!(!a.summary.contains("in a row"), "{}", a.summary);
+    // The firing text is kept below, for what it was.
+    assert!(a.description.contains("runs in a row)."), "{}", a.description);
 }

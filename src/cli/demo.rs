@@ -66,6 +66,14 @@ pub async fn run(
             return ExitCode::FAILURE;
         }
     };
+    // The report reads its SLO targets from the config: without the demo's own, it
+    // would say no probe has a latency target.
+    let config_file = data_dir.join("demo-probes.yaml");
+    if let Err(e) = std::fs::write(&config_file, &text) {
+        eprintln!("error: cannot write {}: {e}", config_file.display());
+        agent.shutdown(Duration::from_secs(5)).await;
+        return ExitCode::FAILURE;
+    }
     // Whoever reads our output may go away (`demo | head`): that must not stop the demo.
     let say = |text: String| {
         use std::io::Write as _;
@@ -83,7 +91,8 @@ pub async fn run(
     ));
     say(format!("  alerts:      {scheme}://{bound}/api/v1/alerts"));
     say(format!(
-        "  SLO report:  inferprobe report --data-dir {} --since 15m",
+        "  SLO report:  inferprobe report -c {} --data-dir {} --since 15m",
+        config_file.display(),
         data_dir.display()
     ));
     say(format!(

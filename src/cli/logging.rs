@@ -18,16 +18,24 @@ pub enum LogFormat {
 pub fn init_logging(format: LogFormat, filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only for a person at a terminal: a journal or a file gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(colour(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR"),
+        ))
         .with_writer(|| RedactingStderr(Vec::new()));
     match format {
         LogFormat::Text => builder.fmt_fields(PrintableFields).init(),
         // serde escapes control characters in JSON strings.
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+}
+
+/// Colours only for a person at a terminal (a journal or a file gets plain text), and
+/// never when `NO_COLOR` is set to anything but the empty string (https://no-color.org).
+fn colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// Text log fields as tracing prints them (`message key=value ...`, the `log.*`
@@ -108,5 +116,18 @@ impl Drop for RedactingStderr {
             None => text.into_owned(),
         };
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        assert!(colour(true, None));
+        assert!(!colour(false, None));
+        assert!(!colour(true, Some("1".into())));
+        assert!(colour(true, Some("".into())), "an empty NO_COLOR is unset");
     }
 }

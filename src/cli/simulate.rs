@@ -1,4 +1,4 @@
-//! `simulate`: serve the scripted OpenAI-compatible endpoint until Ctrl-C.
+//! `simulate`: serve the scripted endpoint, every kind's protocol, until Ctrl-C.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -14,7 +14,7 @@ pub async fn run(listen: SocketAddr, script: Script) -> ExitCode {
     };
     let sim = simulate::start(listener, script);
     println!("simulator listening on http://{}", sim.addr);
-    tracing::info!(addr = %sim.addr, "Simulator started: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /sim/log.");
+    tracing::info!(addr = %sim.addr, "Simulator started: every kind's routes (POST /v1/chat/completions, /v1/messages, /api/chat, /generate_stream, /completion, /v2/models/<model>/infer, ...); GET /v1/models, /health, /sim/log.");
     let _ = tokio::signal::ctrl_c().await;
     ExitCode::SUCCESS
 }

@@ -2,11 +2,13 @@
 //! outbox: the operator wants the answer now), a few quick tries each; one line per
 //! receiver saying whether it was accepted.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 
+use inferprobe::agent::default_api_base;
 use inferprobe::alert::{Alert, Event, Notification};
-use inferprobe::config::Severity;
+use inferprobe::config::{ReceiverKind, Severity};
 use inferprobe::net::TlsRoots;
 use inferprobe::notify::{Delivery, Receiver};
 use inferprobe::redact::SharedRedactor;
@@ -17,6 +19,7 @@ pub async fn run(
     path: &Path,
     only: &[String],
     location: Option<String>,
+    listen: Option<SocketAddr>,
     severity: Severity,
     resolve: bool,
 ) -> ExitCode {
@@ -37,11 +40,14 @@ pub async fn run(
     }
     let location = location_of(location, &config);
     let now = std::time::SystemTime::now();
-    let api_base = config
-        .agent
-        .external_url
-        .clone()
-        .unwrap_or_else(|| format!("http://localhost:{DEFAULT_PORT}"));
+    // The link must reach the agent that pages, as `run` builds it: its external URL,
+    // else the address it listens on.
+    let api_base = config.agent.external_url.clone().unwrap_or_else(|| {
+        let addr = listen
+            .or(config.agent.listen)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)));
+        default_api_base(Some(addr))
+    });
     let mut alert = Alert::test(&location, &api_base, severity, now);
     let event = if resolve {
         alert.resolved_at = Some(now);
@@ -53,6 +59,7 @@ pub async fn run(
     let roots = TlsRoots::system();
     let redactor = SharedRedactor::for_config(&config);
     let mut all_ok = true;
+    let mut kinds = Vec::new();
     for rc in config
         .receivers
         .iter()
@@ -66,6 +73,9 @@ pub async fn run(
                 continue;
             }
         };
+        if !kinds.contains(&rc.kind) {
+            kinds.push(rc.kind);
+        }
         let n = Notification {
             id: format!(
                 "{}/test/{}",
@@ -92,15 +102,62 @@ pub async fn run(
         }
     }
     if !resolve && all_ok {
-        println!(
-            "Test alert {} sent (severity {}); Alertmanager expires it in 4 minutes, or run `inferprobe test-alert --resolve`.",
-            alert.dedup_key,
-            severity.as_str()
-        );
+        print!("{}", what_happens_next(&alert.dedup_key, severity, &kinds));
     }
     if all_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// What becomes of the test page, said for each kind of receiver it went to: only
+/// Alertmanager expires an alert by itself.
+fn what_happens_next(key: &str, severity: Severity, kinds: &[ReceiverKind]) -> String {
+    let severity = severity.as_str();
+    if kinds == [ReceiverKind::Alertmanager] {
+        return format!(
+            "Test alert {key} sent (severity {severity}); Alertmanager expires it in 4 minutes, or run `inferprobe test-alert --resolve`.\n"
+        );
+    }
+    let mut out = format!("Test alert {key} sent (severity {severity}).\n");
+    let mut said = Vec::new();
+    for kind in kinds {
+        let line = match kind {
+            ReceiverKind::Alertmanager => "Alertmanager expires it in 4 minutes.",
+            ReceiverKind::Pagerduty => {
+                "PagerDuty keeps the incident open until it is resolved (there, or with `--resolve`)."
+            }
+            ReceiverKind::Webhook | ReceiverKind::Slack => {
+                "Webhooks got one message; nothing expires it, `--resolve` sends the resolved one."
+            }
+        };
+        if !said.contains(&line) {
+            said.push(line);
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    out.push_str("Run `inferprobe test-alert --resolve` to resolve it.\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_receiver_kind_is_described_truly() {
+        let key = "inferprobe/test/eu";
+        let am = what_happens_next(key, Severity::Critical, &[ReceiverKind::Alertmanager]);
+        assert_eq!(
+            am,
+            "Test alert inferprobe/test/eu sent (severity critical); Alertmanager expires it in 4 minutes, or run `inferprobe test-alert --resolve`.\n"
+        );
+        let hook = what_happens_next(key, Severity::Critical, &[ReceiverKind::Webhook]);
+        assert!(!hook.contains("Alertmanager"), "{hook}");
+        assert!(hook.contains("Webhooks got one message"), "{hook}");
+        let pd = what_happens_next(key, Severity::Critical, &[ReceiverKind::Pagerduty]);
+        assert!(!pd.contains("Alertmanager"), "{pd}");
+        assert!(pd.contains("PagerDuty keeps the incident open"), "{pd}");
     }
 }

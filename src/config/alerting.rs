@@ -192,8 +192,14 @@ pub(super) struct RawSlo {
 }
 
 impl RawSlo {
-    pub(super) fn over(self, defaults: &RawSlo) -> RawSlo {
-        let d = defaults.clone();
+    /// The probe's own keys win over the defaults', key by key; `llm` is whether the
+    /// probe's kind streams tokens: an inherited `ttft_p95` is skipped for the others
+    /// (only a probe's own one is an error there).
+    pub(super) fn over(self, defaults: &RawSlo, llm: bool) -> RawSlo {
+        let mut d = defaults.clone();
+        if !llm {
+            d.ttft_p95 = None;
+        }
         RawSlo {
             ttft_p95: self.ttft_p95.or(d.ttft_p95),
             total_p95: self.total_p95.or(d.total_p95),
@@ -385,7 +391,7 @@ impl Checker<'_> {
         // A link in pages, shown as written; checked by the one URL parser.
         let runbook_url = raw.runbook_url.filter(|u| match super::parse_url(u) {
             Ok(_) => true,
-            Err(super::UrlError::Scheme) => {
+            Err(super::UrlError::Scheme | super::UrlError::NoScheme) => {
                 self.error(probe, &key("runbook_url"), "must be an http:// or https:// URL");
                 false
             }
@@ -428,6 +434,108 @@ impl Checker<'_> {
             receivers: chosen,
             rate_limited: raw.rate_limited.unwrap_or_default(),
         })
+    }
+
+    /// `defaults.alert`, checked once where it is written (with the file's receivers);
+    /// what comes back keeps only the keys that pass on their own, so a bad default is
+    /// not reported again at every probe.
+    pub(super) fn defaults_alert(&mut self, raw: RawAlert, receivers: &[String]) -> RawAlert {
+        if self.alert(None, "defaults", raw.clone(), receivers).is_some() {
+            return raw;
+        }
+        let mut passes = |one: RawAlert| {
+            self.passes(|cx| {
+                let _ = cx.alert(None, "defaults", one, receivers);
+            })
+        };
+        let none = RawAlert::default;
+        RawAlert {
+            failure_threshold: raw.failure_threshold.filter(|_| {
+                passes(RawAlert {
+                    failure_threshold: raw.failure_threshold,
+                    ..none()
+                })
+            }),
+            success_threshold: raw.success_threshold.filter(|_| {
+                passes(RawAlert {
+                    success_threshold: raw.success_threshold,
+                    ..none()
+                })
+            }),
+            reminder: raw.reminder.clone().filter(|_| {
+                passes(RawAlert {
+                    reminder: raw.reminder.clone(),
+                    ..none()
+                })
+            }),
+            // The two severities are checked together: they must differ.
+            severity: raw.severity.filter(|_| {
+                passes(RawAlert {
+                    severity: raw.severity,
+                    slo_severity: raw.slo_severity,
+                    ..none()
+                })
+            }),
+            slo_severity: raw.slo_severity.filter(|_| {
+                passes(RawAlert {
+                    severity: raw.severity,
+                    slo_severity: raw.slo_severity,
+                    ..none()
+                })
+            }),
+            runbook_url: raw.runbook_url.clone().filter(|_| {
+                passes(RawAlert {
+                    runbook_url: raw.runbook_url.clone(),
+                    ..none()
+                })
+            }),
+            receivers: raw.receivers.clone().filter(|_| {
+                passes(RawAlert {
+                    receivers: raw.receivers.clone(),
+                    ..none()
+                })
+            }),
+            rate_limited: raw.rate_limited,
+        }
+    }
+
+    /// `defaults.slo`, checked once where it is written; what comes back keeps only the
+    /// keys that passed, so a bad default is not reported again at every probe.
+    pub(super) fn defaults_slo(&mut self, raw: RawSlo) -> RawSlo {
+        if self.slo(None, "defaults", raw.clone()).is_some() {
+            return raw;
+        }
+        let mut passes = |one: RawSlo| {
+            self.passes(|cx| {
+                let _ = cx.slo(None, "defaults", one);
+            })
+        };
+        RawSlo {
+            ttft_p95: raw.ttft_p95.clone().filter(|_| {
+                passes(RawSlo {
+                    ttft_p95: raw.ttft_p95.clone(),
+                    ..RawSlo::default()
+                })
+            }),
+            total_p95: raw.total_p95.clone().filter(|_| {
+                passes(RawSlo {
+                    total_p95: raw.total_p95.clone(),
+                    ..RawSlo::default()
+                })
+            }),
+            window: raw.window.filter(|_| {
+                passes(RawSlo {
+                    window: raw.window,
+                    ..RawSlo::default()
+                })
+            }),
+            availability: raw.availability.filter(|_| {
+                passes(RawSlo {
+                    availability: raw.availability,
+                    ..RawSlo::default()
+                })
+            }),
+        }
     }
 
     pub(super) fn slo(&mut self, probe: Option<&str>, prefix: &str, raw: RawSlo) -> Option<Slo> {

@@ -20,7 +20,8 @@ use super::positions::{
 use super::raw::{RawAgent, RawDefaults, RawHistory, RawProbe};
 use super::{
     AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig,
-    MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, RESERVED_LABELS, Secret, files, parse_url, to_uri,
+    MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_RESPONSE_BYTES, RESERVED_LABELS, Secret, files,
+    parse_url, to_uri,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -57,6 +58,16 @@ impl Checker<'_> {
     pub(super) fn index(&mut self) -> &PositionIndex {
         let text = self.text;
         self.index.get_or_insert_with(|| PositionIndex::build(text))
+    }
+
+    /// Whether `check` finds no problem, keeping none of its messages: how a bad value
+    /// under `defaults`, reported once there, is left out of what the probes inherit.
+    pub(super) fn passes(&mut self, check: impl FnOnce(&mut Self)) -> bool {
+        let before = self.errors.len();
+        check(self);
+        let ok = self.errors.len() == before;
+        self.errors.truncate(before);
+        ok
     }
 
     pub(crate) fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
@@ -102,17 +113,31 @@ impl Checker<'_> {
     /// Deserializes one section, turning serde's message into a positioned error.
     pub(super) fn section<T: serde::de::DeserializeOwned>(
         &mut self,
-        mut value: Value,
+        value: Value,
         prefix: &str,
         probe: Option<&str>,
     ) -> Option<T> {
+        match self.section_past_unknown_keys(value, prefix, probe)? {
+            (v, 0) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// As [`Checker::section`], but what remains once the unknown keys (reported) are
+    /// dropped is returned too, with their count, so that the caller can check it and
+    /// report every problem in one pass (a misspelt key must not hide a missing one).
+    pub(super) fn section_past_unknown_keys<T: serde::de::DeserializeOwned>(
+        &mut self,
+        mut value: Value,
+        prefix: &str,
+        probe: Option<&str>,
+    ) -> Option<(T, usize)> {
         // serde stops at the first unknown key; drop it and try again, so that every
         // misspelt key of the section is reported at once.
         let mut unknown_keys = 0;
         loop {
             let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
-                Ok(v) if unknown_keys == 0 => return Some(v),
-                Ok(_) => return None,
+                Ok(v) => return Some((v, unknown_keys)),
                 Err(e) => e,
             };
             let inner = e.path().to_string();
@@ -122,6 +147,7 @@ impl Checker<'_> {
                 .replace("missing field", "missing key")
                 .replace("unknown variant", "unknown value");
             let Some((unknown, expected)) = parse_unknown_field(&message) else {
+                let message = with_fix(&key, message);
                 self.error(probe, &key, message);
                 return None;
             };
@@ -176,8 +202,11 @@ impl Checker<'_> {
             }
         }
         let agent = self.check_agent(agent);
-        let defaults = self.check_defaults(defaults);
+        let mut defaults = self.check_defaults(defaults);
         let (receivers, receiver_names) = self.receivers(receivers);
+        if let Some(d) = defaults.as_mut() {
+            d.alert = self.defaults_alert(std::mem::take(&mut d.alert), &receiver_names);
+        }
         let probes = match probes {
             Some(Value::Sequence(items)) if !items.is_empty() => items,
             Some(Value::Sequence(_)) | None => {
@@ -204,10 +233,16 @@ impl Checker<'_> {
                     format!("duplicate name; probes[{first}] has it already"),
                 );
             }
-            let Some(raw) = self.section::<RawProbe>(value, &prefix, name.as_deref()) else {
+            let Some((raw, unknown_keys)) =
+                self.section_past_unknown_keys::<RawProbe>(value, &prefix, name.as_deref())
+            else {
                 continue;
             };
-            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref(), &receiver_names) {
+            // Checked even with unknown keys (the file is refused anyway), so that every
+            // problem shows in one pass.
+            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref(), &receiver_names)
+                && unknown_keys == 0
+            {
                 out.push(p);
             }
         }
@@ -233,7 +268,19 @@ impl Checker<'_> {
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
-        let location = raw.location.filter(|l| {
+        // `${VAR}` first (one file for every region: `external_url: "${EXTERNAL_URL}"`),
+        // then the checks, on the value the agent will use.
+        let location = raw
+            .location
+            .and_then(|l| self.substitute_plain("agent.location", &l));
+        let listen = raw.listen.and_then(|l| self.substitute_plain("agent.listen", &l));
+        let data_dir = raw
+            .data_dir
+            .and_then(|d| self.substitute_plain("agent.data_dir", &d));
+        let external_url = raw
+            .external_url
+            .and_then(|u| self.substitute_plain("agent.external_url", &u));
+        let location = location.filter(|l| {
             let ok = valid_label_value(l);
             if !ok {
                 self.error(
@@ -244,7 +291,7 @@ impl Checker<'_> {
             }
             ok
         });
-        let listen = raw.listen.and_then(|l| match l.parse::<SocketAddr>() {
+        let listen = listen.and_then(|l| match l.parse::<SocketAddr>() {
             Ok(a) => Some(a),
             Err(_) => {
                 self.error(
@@ -255,9 +302,9 @@ impl Checker<'_> {
                 None
             }
         });
-        let data_dir = raw.data_dir.map(|d| self.base_dir.join(d));
+        let data_dir = data_dir.map(|d| self.base_dir.join(d));
         // Links in pages: the URL as written (no secret), checked by the one parser.
-        let external_url = raw.external_url.filter(|u| match parse_url(u) {
+        let external_url = external_url.filter(|u| match parse_url(u) {
             Ok(_) => true,
             Err(e) => {
                 self.error(
@@ -312,6 +359,55 @@ impl Checker<'_> {
             self.section(value, "defaults", None)?
         };
         self.duplicate_headers(None, "defaults.headers", &raw.headers);
+        // Values every probe inherits are checked here, once, at their `defaults` line;
+        // a bad one is reported there and not handed down.
+        let max_tokens = match raw.max_tokens {
+            Some(m) if !(1..=1_000_000).contains(&m) => {
+                self.error(None, "defaults.max_tokens", "must be between 1 and 1000000");
+                DEFAULT_MAX_TOKENS
+            }
+            m => m.unwrap_or(DEFAULT_MAX_TOKENS),
+        };
+        let max_response_bytes = match raw.max_response_bytes {
+            Some(b) if !(1024..=MAX_RESPONSE_BYTES).contains(&b) => {
+                self.error(
+                    None,
+                    "defaults.max_response_bytes",
+                    "must be between 1024 and 1073741824 (1 GiB)",
+                );
+                DEFAULT_MAX_RESPONSE_BYTES
+            }
+            b => b.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
+        };
+        // Headers too: a bad name or an unset `${VAR}` is said once, not once per probe.
+        let mut headers = raw.headers;
+        headers.retain(|name, template| {
+            let path = format!("defaults.headers.{name}");
+            if http::HeaderName::from_str(&name.to_ascii_lowercase()).is_err() {
+                self.error(None, &path, "not a valid HTTP header name");
+                return false;
+            }
+            let Some(value) = self.substitute(None, &path, template) else {
+                return false;
+            };
+            if http::HeaderValue::from_str(&value).is_err() {
+                // Do not echo the value: it may be a secret.
+                self.error(
+                    None,
+                    &path,
+                    "the value (after ${VAR} substitution) is not a valid HTTP header value",
+                );
+                return false;
+            }
+            true
+        });
+        self.labels(None, "defaults", &raw.labels);
+        let mut labels = raw.labels;
+        labels.retain(|k, v| {
+            let one = BTreeMap::from([(k.clone(), v.clone())]);
+            self.passes(|cx| cx.labels(None, "defaults", &one))
+        });
+        let slo = self.defaults_slo(raw.slo.unwrap_or_default());
         Some(Defaults {
             interval: raw
                 .interval
@@ -322,13 +418,13 @@ impl Checker<'_> {
             first_token_timeout: raw
                 .first_token_timeout
                 .and_then(|s| self.duration(None, "defaults.first_token_timeout", &s)),
-            headers: raw.headers,
-            max_tokens: raw.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            headers,
+            max_tokens,
             reuse_connections: raw.reuse_connections.unwrap_or(false),
-            max_response_bytes: raw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
-            labels: raw.labels,
+            max_response_bytes,
+            labels,
             alert: raw.alert.unwrap_or_default(),
-            slo: raw.slo.unwrap_or_default(),
+            slo,
         })
     }
 
@@ -477,6 +573,18 @@ impl Checker<'_> {
         }
     }
 
+    /// `${VAR}` in a value that is no secret (a link in pages, a region's name): the
+    /// value is shown as it is, so it is not remembered for redaction.
+    pub(super) fn substitute_plain(&mut self, key: &str, template: &str) -> Option<String> {
+        match substitute_env(template, self.env) {
+            Ok(s) => Some(s),
+            Err(message) => {
+                self.error(None, key, message);
+                None
+            }
+        }
+    }
+
     pub(super) fn labels(&mut self, probe: Option<&str>, prefix: &str, labels: &BTreeMap<String, String>) {
         if labels.len() > MAX_LABELS {
             self.error(
@@ -524,6 +632,56 @@ impl Checker<'_> {
             }
         }
     }
+}
+
+/// The keys whose value is a duration (`30s`), wherever they are.
+const DURATION_KEYS: [&str; 7] = [
+    "interval",
+    "timeout",
+    "first_token_timeout",
+    "reminder",
+    "retention",
+    "ttft_p95",
+    "total_p95",
+];
+
+/// serde's message for a bad value, with the fix for the common slips: a duration
+/// written as a bare number, an enumerated value misspelt (`did you mean`). Any other
+/// message is returned as it was.
+fn with_fix(key: &str, message: String) -> String {
+    let leaf = key.rsplit(['.', ']']).next().unwrap_or_default();
+    if DURATION_KEYS.contains(&leaf)
+        && let Some(rest) = message
+            .strip_prefix("invalid type: integer `")
+            .or_else(|| message.strip_prefix("invalid type: floating point `"))
+        && let Some((number, _)) = rest.split_once('`')
+    {
+        return format!("`{number}` is a number; write a duration with its unit, like `{number}s`");
+    }
+    if let Some(rest) = message.strip_prefix("unknown value `")
+        && let Some((unknown, rest)) = rest.split_once('`')
+    {
+        let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        // vLLM, SGLang and LM Studio serve the OpenAI API: the kind is the API, not the server.
+        if leaf == "kind" && expected.contains(&"openai_chat") {
+            let server = unknown.to_ascii_lowercase();
+            if ["vllm", "sglang", "lmstudio", "lm-studio", "localai"].contains(&server.as_str()) {
+                return format!(
+                    "unknown value `{unknown}`; did you mean `openai_chat`? ({unknown} serves the OpenAI API: `openai_chat` for /v1/chat/completions, `openai_completions` for /v1/completions)"
+                );
+            }
+        }
+        let normalized = unknown.to_ascii_lowercase().replace(['-', ' '], "_");
+        let close = expected
+            .iter()
+            .find(|e| **e == normalized)
+            .map(|e| (*e).to_owned())
+            .or_else(|| suggest(&normalized, &expected));
+        if let Some(s) = close {
+            return format!("unknown value `{unknown}`; did you mean `{s}`?");
+        }
+    }
+    message
 }
 
 /// Why a named file cannot be used, naming it as the config does.

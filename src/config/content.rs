@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::check::{Checker, file_message};
+use super::positions::suggest;
 use super::raw::{RawImages, RawInput, RawPrompts};
 use super::{Kind, MAX_TENSOR_ELEMENTS, files};
 
@@ -329,7 +330,10 @@ impl Checker<'_> {
             return None;
         }
         let mut sources = Vec::new();
-        if raw.builtin.as_ref().is_some_and(Vec::is_empty) || raw.files.as_ref().is_some_and(Vec::is_empty) {
+        if raw.builtin.as_ref().is_some_and(Vec::is_empty)
+            || raw.files.as_ref().is_some_and(Vec::is_empty)
+            || raw.list.as_ref().is_some_and(Vec::is_empty)
+        {
             self.error(probe, &key, "an empty list of images");
         }
         for (i, name) in raw.builtin.iter().flatten().enumerate() {
@@ -337,63 +341,41 @@ impl Checker<'_> {
                 Some(b) => sources.push(ImageSource::Builtin(*b)),
                 None => {
                     let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
-                    self.error(
-                        probe,
-                        &format!("{key}.builtin[{i}]"),
-                        format!(
+                    let message = match suggest(name, &names) {
+                        Some(s) => format!("no built-in image `{name}`; did you mean `{s}`?"),
+                        None => format!(
                             "no built-in image `{name}`; the built-in images are {}",
                             names.join(", ")
                         ),
-                    );
+                    };
+                    self.error(probe, &format!("{key}.builtin[{i}]"), message);
                 }
             }
         }
         for (i, file) in raw.files.iter().flatten().enumerate() {
-            let path = self.base_dir.join(file);
-            let file_key = format!("{key}.files[{i}]");
-            if path.is_dir() {
-                // Regular files only: a FIFO named x.png would hang the probe's build.
-                let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
-                    .map(|entries| {
-                        entries
-                            .filter_map(|e| e.ok().map(|e| e.path()))
-                            .filter(|p| {
-                                p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-                                    matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
-                                }) && p.is_file()
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                found.sort();
-                if found.is_empty() {
-                    self.error(
-                        probe,
-                        &file_key,
-                        format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
-                    );
-                }
-                for f in found {
-                    if let Some(f) = self.image_file(probe, &file_key, f) {
-                        sources.push(ImageSource::File(f));
-                    }
-                }
-            } else {
-                match std::fs::metadata(&path) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.error(
-                        probe,
-                        &file_key,
-                        format!("no such file or folder: `{file}` (relative to this file)"),
-                    ),
-                    _ => {
-                        if let Some(f) = self.image_file(probe, &file_key, path) {
-                            sources.push(ImageSource::File(f));
-                        }
+            self.image_files(probe, &format!("{key}.files[{i}]"), file, &mut sources);
+        }
+        // A plain list: each item a built-in image if it names one, else a file.
+        for (i, item) in raw.list.iter().flatten().enumerate() {
+            match BUILTIN_IMAGES.iter().find(|b| b.name == item) {
+                Some(b) => sources.push(ImageSource::Builtin(*b)),
+                None => {
+                    let item_key = format!("{key}[{i}]");
+                    let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
+                    match suggest(item, &names) {
+                        Some(s) if !self.base_dir.join(item).exists() => self.error(
+                            probe,
+                            &item_key,
+                            format!(
+                                "no built-in image or file `{item}` (relative to this file); did you mean the built-in `{s}`?"
+                            ),
+                        ),
+                        _ => self.image_files(probe, &item_key, item, &mut sources),
                     }
                 }
             }
         }
-        if raw.builtin.is_none() && raw.files.is_none() {
+        if raw.builtin.is_none() && raw.files.is_none() && raw.list.is_none() {
             self.error(probe, &key, "name `builtin` images, `files`, or both");
         }
         let per_run = raw.per_run.unwrap_or(1);
@@ -483,6 +465,59 @@ impl Checker<'_> {
         }
     }
 
+    /// One item of `images.files` (or of a plain `images` list): a file, or a folder's
+    /// .jpg/.jpeg/.png files, relative to the config file.
+    fn image_files(
+        &mut self,
+        probe: Option<&str>,
+        file_key: &str,
+        file: &str,
+        sources: &mut Vec<ImageSource>,
+    ) {
+        let path = self.base_dir.join(file);
+        if path.is_dir() {
+            // Regular files only: a FIFO named x.png would hang the probe's build.
+            let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| {
+                            p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                                matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
+                            }) && p.is_file()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            found.sort();
+            if found.is_empty() {
+                self.error(
+                    probe,
+                    file_key,
+                    format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
+                );
+            }
+            for f in found {
+                if let Some(f) = self.image_file(probe, file_key, f) {
+                    sources.push(ImageSource::File(f));
+                }
+            }
+        } else {
+            match std::fs::metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.error(
+                    probe,
+                    file_key,
+                    format!("no such file or folder: `{file}` (relative to this file)"),
+                ),
+                _ => {
+                    if let Some(f) = self.image_file(probe, file_key, path) {
+                        sources.push(ImageSource::File(f));
+                    }
+                }
+            }
+        }
+    }
+
     pub(super) fn prompts(
         &mut self,
         probe: Option<&str>,
@@ -517,7 +552,14 @@ impl Checker<'_> {
             return Some(Prompts::Builtin(buckets));
         }
         let (list, list_key) = if let Some(inline) = raw.inline {
-            (inline, format!("{key}.inline"))
+            (
+                inline,
+                if raw.plain {
+                    key.clone()
+                } else {
+                    format!("{key}.inline")
+                },
+            )
         } else {
             let file = raw.file.unwrap_or_default();
             let path = self.base_dir.join(&file);

@@ -68,9 +68,8 @@ impl Checker<'_> {
         let headers = self.probe_headers(p, prefix, &raw.headers, defaults);
 
         // Prompts and max_tokens are the LLM kinds' keys, handed to their check below, but
-        // checked here, in file order: `defaults.max_tokens` reaches every probe (an
-        // out-of-range value is an error wherever it lands), and a misplaced `prompts`
-        // reads before the problems found after it.
+        // checked here, in file order, so that a misplaced `prompts` reads before the
+        // problems found after it. `defaults.max_tokens` was checked at its own line.
         let prompts = self.prompts(p, prefix, raw.kind, raw.prompts);
 
         let max_tokens = raw
@@ -130,7 +129,7 @@ impl Checker<'_> {
         let raw_slo = raw
             .slo
             .unwrap_or_default()
-            .over(defaults.map_or(&no_slo, |d| &d.slo));
+            .over(defaults.map_or(&no_slo, |d| &d.slo), raw.kind.is_llm());
         let slo = self.slo(p, prefix, raw_slo);
         if let Some(s) = &slo
             && s.ttft_p95.is_some()
@@ -600,12 +599,11 @@ mod tests {
         assert_eq!(
             lines,
             [
+                // A bad inherited value is reported once, at its `defaults` line.
+                "t.yaml:2:15: defaults.max_tokens: must be between 1 and 1000000",
+                "t.yaml:3:18: defaults.labels.kind: `kind` is set by inferprobe itself; choose another name",
                 "t.yaml:5:6: probe \"a\": probes[0].prompts: only for LLM kinds; use `body` for http",
-                "t.yaml:5:6: probe \"a\": probes[0].max_tokens: must be between 1 and 1000000",
-                "t.yaml:5:6: probe \"a\": probes[0].labels.kind: `kind` is set by inferprobe itself; choose another name",
                 "t.yaml:5:6: probe \"a\": probes[0].input: kind kserve_v2 needs an `input` tensor",
-                "t.yaml:6:6: probe \"b\": probes[1].max_tokens: must be between 1 and 1000000",
-                "t.yaml:6:6: probe \"b\": probes[1].labels.kind: `kind` is set by inferprobe itself; choose another name",
                 "t.yaml:6:6: probe \"b\": probes[1].images: an empty list of images",
                 "t.yaml:6:80: probe \"b\": probes[1].ready_check: needs a url ending in /infer (the check asks .../ready)",
                 "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kind kserve_v2",

@@ -79,8 +79,9 @@ pub(super) struct RawProbe {
     pub(super) slo: Option<RawSlo>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `images:` as a mapping (`builtin`, `files`, ...) or a plain list, `[cat.jpg, x.png]`,
+/// whose items are built-in images or files by whether they name a built-in one.
+#[derive(Debug, Default)]
 pub(crate) struct RawImages {
     pub(super) builtin: Option<Vec<String>>,
     pub(super) files: Option<Vec<String>>,
@@ -88,14 +89,109 @@ pub(crate) struct RawImages {
     pub(super) detail: Option<String>,
     pub(super) upload: Option<String>,
     pub(super) field: Option<String>,
+    /// The plain list, as written.
+    pub(super) list: Option<Vec<String>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ImagesMap {
+    builtin: Option<Vec<String>>,
+    files: Option<Vec<String>>,
+    per_run: Option<usize>,
+    detail: Option<String>,
+    upload: Option<String>,
+    field: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawImages {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListOrMap {
+            expecting: "a list of images (built-in names or files), or a mapping with `builtin` and/or `files`",
+            list: |list| RawImages {
+                list: Some(list),
+                ..RawImages::default()
+            },
+            map: |m: ImagesMap| RawImages {
+                builtin: m.builtin,
+                files: m.files,
+                per_run: m.per_run,
+                detail: m.detail,
+                upload: m.upload,
+                field: m.field,
+                list: None,
+            },
+            shape: std::marker::PhantomData,
+        })
+    }
+}
+
+/// `prompts:` as a mapping (`builtin`, `inline` or `file`) or a plain list of prompts,
+/// which is `inline`.
+#[derive(Debug, Default)]
 pub(super) struct RawPrompts {
     pub(super) builtin: Option<Vec<PromptBucket>>,
     pub(super) inline: Option<Vec<String>>,
     pub(super) file: Option<String>,
+    /// Written as a plain list (so `inline`'s problems are the list's).
+    pub(super) plain: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptsMap {
+    builtin: Option<Vec<PromptBucket>>,
+    inline: Option<Vec<String>>,
+    file: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawPrompts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListOrMap {
+            expecting: "a list of prompts, or a mapping with `builtin`, `inline` or `file`",
+            list: |list| RawPrompts {
+                inline: Some(list),
+                plain: true,
+                ..RawPrompts::default()
+            },
+            map: |m: PromptsMap| RawPrompts {
+                builtin: m.builtin,
+                inline: m.inline,
+                file: m.file,
+                plain: false,
+            },
+            shape: std::marker::PhantomData,
+        })
+    }
+}
+
+/// A key that takes a list of strings or a mapping `M`: each becomes the raw shape `T`.
+/// The mapping is read by `M`'s derived code, so unknown keys are reported as anywhere.
+struct ListOrMap<M, L, F> {
+    expecting: &'static str,
+    list: L,
+    map: F,
+    shape: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<'de, T, M, L, F> Visitor<'de> for ListOrMap<M, L, F>
+where
+    M: Deserialize<'de>,
+    L: FnOnce(Vec<String>) -> T,
+    F: FnOnce(M) -> T,
+{
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        let list = Vec::<String>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok((self.list)(list))
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        let m = M::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok((self.map)(m))
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -29,6 +29,9 @@ pub enum UrlError {
     Whitespace,
     #[error("must start with http:// or https://")]
     Scheme,
+    /// No `scheme://` at all (`localhost:8000/v1/...`): the common slip, named with its fix.
+    #[error("has no scheme: add `http://` or `https://` before the host")]
+    NoScheme,
     #[error("has a backslash, which browsers read as `/` and other clients do not; percent-encode it (%5C)")]
     Backslash,
     #[error("has no host")]
@@ -61,6 +64,12 @@ pub fn parse_url(text: &str) -> Result<Url, UrlError> {
         &text[7..]
     } else if lower.starts_with("https://") {
         &text[8..]
+    } else if !text.contains("://")
+        && !text.starts_with('/')
+        && !lower.starts_with("http:")
+        && !lower.starts_with("https:")
+    {
+        return Err(UrlError::NoScheme);
     } else {
         return Err(UrlError::Scheme);
     };
@@ -167,7 +176,9 @@ mod tests {
             ("http://[::1]:70000/", PortRange("70000".into())),
             ("http://h:80a/", Port),
             ("http://h:-1/", Port),
-            ("127.0.0.1:8000/health", Scheme),
+            ("127.0.0.1:8000/health", NoScheme),
+            ("localhost:8000/v1/chat/completions", NoScheme),
+            ("api.example.com/health", NoScheme),
             ("//h.example/", Scheme),
             ("ftp://h.example/", Scheme),
             ("file:///etc/passwd", Scheme),

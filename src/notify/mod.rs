@@ -508,6 +508,34 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_format_says_the_same_resolved_summary() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
+        let mut resolved = notification(Event::Resolved);
+        let summary = "RESOLVED: chat is up again from eu-west after 4m 10s down (8 failed runs)";
+        resolved.alert.summary = summary.into();
+        let am = alertmanager::body(
+            &[(&resolved.alert, Event::Resolved)],
+            now,
+            Duration::from_secs(60),
+        );
+        assert_eq!(am[0]["annotations"]["summary"], summary);
+        assert_eq!(webhook::body(&resolved, now)["alert"]["summary"], summary);
+        let slack = webhook::slack_body(&resolved);
+        assert!(
+            slack["text"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!(":white_check_mark: *{summary}* (critical)\n")),
+            "{slack}"
+        );
+        // PagerDuty's resolve event takes no text (Events API v2): it closes the incident
+        // opened under the same dedup key, so nothing there can contradict the others.
+        let pd = pagerduty::body(&resolved, "rk");
+        assert_eq!(pd["event_action"], "resolve");
+        assert!(pd.get("payload").is_none(), "{pd}");
+    }
+
     /// An endpoint's error text reaches every format as data: Slack cannot be made to
     /// mention the channel or show a disguised link; the JSON formats carry it as a
     /// string, whatever it holds.

@@ -125,6 +125,11 @@ impl ReadyProbe {
             labels: config.labels.clone(),
             // A `${VAR}` in the host or path is a secret: shown as `<redacted>`.
             endpoint: cx.redactor.current().clean(&display_url(&config.url)),
+            query: config
+                .url
+                .query()
+                .map(|q| cx.redactor.current().clean(&format!("?{q}")))
+                .unwrap_or_default(),
         };
         Ok(ReadyProbe {
             config: config.clone(),
@@ -236,6 +241,8 @@ mod tests {
             a.identity.endpoint,
             "http://h.example/v2/models/llama-3-8b-instruct-long/infer/<redacted>"
         );
+        // The query is shown apart, its secret values redacted.
+        assert_eq!(a.identity.query, "?key=<redacted>");
         let b = ReadyProbe::build(&config.probes[1], "x", &cx).unwrap();
         assert_eq!(b.identity.endpoint, "https://<redacted>:8443/health");
     }

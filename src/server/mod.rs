@@ -300,6 +300,7 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
                 view.kind = Some(o.probe.kind.to_owned());
                 view.model = Some(o.probe.model.clone()).filter(|m| !m.is_empty());
                 view.endpoint = Some(o.probe.endpoint.clone());
+                view.query.clone_from(&o.probe.query);
                 // The history writer may be a few milliseconds behind.
                 if view.last.as_ref().is_none_or(|r| r.at < o.started_at) {
                     let record = RunRecord::from_outcome(&o);

@@ -37,6 +37,8 @@ pub struct ProbeView {
     pub kind: Option<String>,
     pub model: Option<String>,
     pub endpoint: Option<String>,
+    /// The endpoint's query, secrets redacted (`?a=b`), empty without one.
+    pub query: String,
     /// The latest run, if any since the agent started (else the latest in history).
     pub last: Option<RunRecord>,
     pub last_failure: Option<RunRecord>,
@@ -118,6 +120,7 @@ impl ProbeView {
             kind: None,
             model: None,
             endpoint: None,
+            query: String::new(),
             last: runs.last().cloned(),
             last_failure: runs.iter().rev().find(|r| !r.success()).cloned(),
             alerts,
@@ -294,7 +297,8 @@ fn card(out: &mut String, p: &ProbeView, now: SystemTime) {
 }
 
 fn identity(out: &mut String, p: &ProbeView) {
-    let parts: Vec<String> = [&p.kind, &p.model, &p.endpoint]
+    let endpoint = p.endpoint.as_ref().map(|e| format!("{e}{}", p.query));
+    let parts: Vec<String> = [&p.kind, &p.model, &endpoint]
         .into_iter()
         .flatten()
         .map(|s| esc(s))
@@ -343,9 +347,7 @@ fn windows_table(out: &mut String, p: &ProbeView) {
         for (i, (summary, covered)) in p.windows.iter().enumerate() {
             let len = WINDOWS[i].0;
             let value = cell(summary).unwrap_or_else(|| "–".into());
-            let partial =
-                summary.runs > 0 && covered.as_secs_f64() < len.as_secs_f64() * (1.0 - PARTIAL_SLACK);
-            if partial {
+            if summary.runs > 0 && partial(*covered, len) {
                 let _ = write!(
                     out,
                     "<td class=partial title=\"only {} of data, {} runs\">{value}</td>",
@@ -361,7 +363,7 @@ fn windows_table(out: &mut String, p: &ProbeView) {
     out.push_str("</tbody></table>");
     if let Some((summary, covered)) = p.windows.last()
         && summary.runs > 0
-        && covered.as_secs_f64() < WINDOWS[WINDOWS.len() - 1].0.as_secs_f64() * (1.0 - PARTIAL_SLACK)
+        && partial(*covered, WINDOWS[WINDOWS.len() - 1].0)
     {
         let _ = write!(
             out,
@@ -370,6 +372,11 @@ fn windows_table(out: &mut String, p: &ProbeView) {
             summary.runs
         );
     }
+}
+
+/// Whether `covered` of data falls short of a window of `len`.
+fn partial(covered: Duration, len: Duration) -> bool {
+    covered.as_secs_f64() < len.as_secs_f64() * (1.0 - PARTIAL_SLACK)
 }
 
 fn last_lines(out: &mut String, p: &ProbeView, now: SystemTime) {
@@ -398,7 +405,17 @@ fn last_lines(out: &mut String, p: &ProbeView, now: SystemTime) {
                     .unwrap_or_default()
             );
         }
-        None if p.last.is_some() => out.push_str("<div class=mute>No failure in 7 days.</div>"),
+        // Only as long as the history: "in 7 days" with minutes of data would claim a week.
+        None if p.last.is_some() => match p.windows.last() {
+            Some((_, covered)) if partial(*covered, WINDOWS[WINDOWS.len() - 1].0) => {
+                let _ = write!(
+                    out,
+                    "<div class=mute>No failure in the {} covered.</div>",
+                    span(*covered)
+                );
+            }
+            _ => out.push_str("<div class=mute>No failure in 7 days.</div>"),
+        },
         None => {}
     }
 }
@@ -648,5 +665,69 @@ mod tests {
         let page = probe_page(&agent, &view, &runs);
         assert_eq!(page.matches("<tr><td>").count(), 20);
         assert_eq!(page.matches("<th scope=row>").count(), 3);
+    }
+
+    #[test]
+    fn a_young_history_claims_no_more_than_it_covers_and_fast_checks_are_not_0_ms() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        // 13 s of fast good runs: no "No failure in 7 days", no "0 ms".
+        let runs: Vec<RunRecord> = (0..4)
+            .map(|i| {
+                let mut r = run(now - Duration::from_secs(13 - i * 4), true, 0);
+                r.total = Some(Duration::from_micros(400));
+                r.ttft = None;
+                r
+            })
+            .collect();
+        let view = ProbeView::new("health", &runs, None, Vec::new(), now);
+        let agent = AgentView {
+            location: "eu".into(),
+            started_at: now - Duration::from_secs(20),
+            history_since: Some(runs[0].at),
+            now,
+        };
+        for html in [
+            index(&agent, std::slice::from_ref(&view)),
+            probe_page(&agent, &view, &runs),
+        ] {
+            assert!(!html.contains("No failure in 7 days"), "{html}");
+            assert!(html.contains("No failure in the 13 s covered."), "{html}");
+            assert!(!html.contains(">0 ms<"), "{html}");
+            assert!(html.contains(">0.4 ms<"), "{html}");
+        }
+        // With a week of history, the week is claimed.
+        let week = ProbeView::new("health", &runs, Some(now - WINDOWS[2].0), Vec::new(), now);
+        let html = index(&agent, std::slice::from_ref(&week));
+        assert!(html.contains("No failure in 7 days."), "{html}");
+    }
+
+    #[test]
+    fn probes_that_differ_only_in_their_query_look_different() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let agent = AgentView {
+            location: "eu".into(),
+            started_at: now,
+            history_since: None,
+            now,
+        };
+        let views: Vec<ProbeView> = ["?model=a", "?model=b&key=<redacted>"]
+            .into_iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let mut v = ProbeView::new(&format!("p{i}"), &[], None, Vec::new(), now);
+                v.endpoint = Some("https://h.example/v1/health".into());
+                v.query = q.into();
+                v
+            })
+            .collect();
+        let html = index(&agent, &views);
+        assert!(
+            html.contains("https://h.example/v1/health?model=a</div>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("https://h.example/v1/health?model=b&amp;key=&lt;redacted&gt;</div>"),
+            "{html}"
+        );
     }
 }
