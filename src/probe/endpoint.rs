@@ -277,6 +277,16 @@ pub(crate) fn error_detail(body: &[u8]) -> Option<String> {
     Some(one_line(&detail, 200))
 }
 
+/// An error the server sent inside a stream (an event's data, llama.cpp's `error:` field),
+/// as a failed run: its message if it is a JSON error object, else the text's start.
+pub(crate) fn in_band_error(raw: &str) -> Failure {
+    let message = serde_json::from_str::<serde_json::Value>(raw)
+        .ok()
+        .and_then(|v| json_error_message(&v))
+        .unwrap_or_else(|| super::preview(raw));
+    Failure::new(FailureReason::StreamError, format!("in-band error: {message}"))
+}
+
 /// The message of an in-band or body error object, in the shapes servers use:
 /// `{"error":{"message":..}}`, `{"error":"..."}`, `{"message":..}`, `{"detail":..}`.
 pub(crate) fn json_error_message(v: &serde_json::Value) -> Option<String> {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::endpoint::json_error_message;
+use super::endpoint::{in_band_error, json_error_message};
 use super::framing::Event;
 use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
@@ -110,14 +110,7 @@ struct Timings {
 
 pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
     if let Some(raw) = &event.error {
-        let message = serde_json::from_str::<serde_json::Value>(raw)
-            .ok()
-            .and_then(|v| json_error_message(&v))
-            .unwrap_or_else(|| super::preview(raw));
-        return Err(Failure::new(
-            FailureReason::StreamError,
-            format!("in-band error: {message}"),
-        ));
+        return Err(in_band_error(raw));
     }
     let data = event.data.trim();
     if data.is_empty() {

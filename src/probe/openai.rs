@@ -288,10 +288,10 @@ struct Usage {
 /// Reads one SSE event of an OpenAI-compatible stream.
 pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failure> {
     if let Some(err) = &event.error {
-        return Err(stream_error(err));
+        return Err(endpoint::in_band_error(err));
     }
     if event.event.as_deref() == Some("error") {
-        return Err(stream_error(&event.data));
+        return Err(endpoint::in_band_error(&event.data));
     }
     let data = event.data.trim();
     if let Some(facts) = done_or_empty(data) {
@@ -449,14 +449,6 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
         _ => {}
     }
     Ok(facts)
-}
-
-fn stream_error(raw: &str) -> Failure {
-    let message = serde_json::from_str::<serde_json::Value>(raw)
-        .ok()
-        .and_then(|v| endpoint::json_error_message(&v))
-        .unwrap_or_else(|| super::preview(raw));
-    Failure::new(FailureReason::StreamError, format!("in-band error: {message}"))
 }
 
 // The simulator's side of this protocol.
