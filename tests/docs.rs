@@ -17,6 +17,8 @@
 //! - `<!-- docs-check: files NAME ... -->`, beside either of the first two: files the
 //!   block names, made next to it (`NAME/` is a folder with one image).
 //!
+//! A ```json block must be one JSON value or JSON Lines.
+//!
 //! Every problem is reported at once, each naming the doc and the line of its block.
 #![forbid(unsafe_code)]
 
@@ -292,6 +294,23 @@ fn check_other(kind: &str, text: &str) -> Result<(), String> {
     }
 }
 
+/// A ```json block: one JSON value (a webhook body), or JSON Lines (log lines), as a
+/// program reading it would need.
+fn check_json(text: &str) -> Result<(), String> {
+    if serde_json::from_str::<serde_json::Value>(text).is_ok() {
+        return Ok(());
+    }
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        serde_json::from_str::<serde_json::Value>(line).map_err(|e| {
+            format!(
+                "neither one JSON value nor JSON Lines: line {} of the block: {e}",
+                i + 1
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Every problem of one document, each as `FILE:LINE: why`, in the order of the lines;
 /// and how many yaml blocks were checked.
 fn problems(name: &str, doc: &str) -> (Vec<String>, usize) {
@@ -305,6 +324,15 @@ fn problems(name: &str, doc: &str) -> (Vec<String>, usize) {
         .collect();
     let mut checked = 0;
     for block in &parsed.blocks {
+        if block.lang == "json" {
+            if let Err(why) = check_json(&block.text) {
+                out.push((
+                    block.line,
+                    format!("{name}:{}: the ```json block: {why}", block.line),
+                ));
+            }
+            continue;
+        }
         if !matches!(block.lang.as_str(), "yaml" | "yml") {
             if !block.markers.is_empty() {
                 out.push((
@@ -354,15 +382,16 @@ fn every_yaml_block_in_the_docs_passes_its_check() {
 /// not show, an unknown marker, a stray marker.
 #[test]
 fn the_checker_reports_each_bad_block_with_its_file_and_line() {
-    let doc = "# Doc\n\n```yaml\ndefaults:\n  interval: 30\n```\n\n<!-- docs-check: invalid -->\n```yaml\ndefaults:\n  interval: 30s\n```\n\n<!-- docs-check: invalid -->\n```yaml\ndefaults:\n  timeout: 5\n```\n\nSays nothing.\n\n<!-- docs-check: other yml -->\n```yaml\na: 1\n```\n\n<!-- docs-check: invalid -->\n\n```yaml\ndefaults: {}\n```\n\n<!-- docs-check: invalid -->\n```yaml\nprobes:\n  - {name: a, kind: http, url: \"localhost:8000/health\"}\n```\n\n```text\nprobes.yaml:2:29: probe \"a\": probes[0].url: has no scheme: add `http://` or `https://` before the host\n```\n";
+    let doc = "# Doc\n\n```json\n{\"a\": 1,}\n```\n\n```yaml\ndefaults:\n  interval: 30\n```\n\n<!-- docs-check: invalid -->\n```yaml\ndefaults:\n  interval: 30s\n```\n\n<!-- docs-check: invalid -->\n```yaml\ndefaults:\n  timeout: 5\n```\n\nSays nothing.\n\n<!-- docs-check: other yml -->\n```yaml\na: 1\n```\n\n<!-- docs-check: invalid -->\n\n```yaml\ndefaults: {}\n```\n\n<!-- docs-check: invalid -->\n```yaml\nprobes:\n  - {name: a, kind: http, url: \"localhost:8000/health\"}\n```\n\n```text\nprobes.yaml:2:29: probe \"a\": probes[0].url: has no scheme: add `http://` or `https://` before the host\n```\n";
     let (problems, checked) = problems("planted.md", doc);
     assert_eq!(checked, 6, "{problems:#?}");
     let expected = [
-        "planted.md:3: the ```yaml block: inferprobe check refuses it:\n    line 5 of the doc (line 2 of the block): defaults.interval: `30` is a number; write a duration with its unit, like `30s`",
-        "planted.md:9: the ```yaml block: marked `invalid`, but inferprobe check accepts it",
-        "planted.md:15: the ```yaml block: marked `invalid`; the doc must show what inferprobe prints for it, below the block, and does not show:\n    `5` is a number; write a duration with its unit, like `5s`",
-        "planted.md:23: the ```yaml block: unknown kind `other yml`; the kinds are alertmanager, prometheus-rules, prometheus, kubernetes, yaml",
-        "planted.md:27: `<!-- docs-check: invalid -->` stands before no code block (it must be on the line right above the fence)",
+        "planted.md:3: the ```json block: neither one JSON value nor JSON Lines: line 1 of the block: trailing comma at line 1 column 9",
+        "planted.md:7: the ```yaml block: inferprobe check refuses it:\n    line 9 of the doc (line 2 of the block): defaults.interval: `30` is a number; write a duration with its unit, like `30s`",
+        "planted.md:13: the ```yaml block: marked `invalid`, but inferprobe check accepts it",
+        "planted.md:19: the ```yaml block: marked `invalid`; the doc must show what inferprobe prints for it, below the block, and does not show:\n    `5` is a number; write a duration with its unit, like `5s`",
+        "planted.md:27: the ```yaml block: unknown kind `other yml`; the kinds are alertmanager, prometheus-rules, prometheus, kubernetes, yaml",
+        "planted.md:31: `<!-- docs-check: invalid -->` stands before no code block (it must be on the line right above the fence)",
     ];
     assert_eq!(problems, expected);
 }
