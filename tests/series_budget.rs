@@ -63,16 +63,18 @@ fn count(exposition: &str) -> BTreeMap<String, usize> {
     counts
 }
 
-/// Scrapes until every probe has at least `runs` successful runs counted, and no failed
-/// one (a failure reason would add a series, and this test counts the healthy steady state).
+/// Scrapes until every probe has at least `runs` successful runs counted and the agent's
+/// history series are there, and no run failed (a failure reason would add a series, and this test counts the healthy steady state).
 fn scrape_after(agent: &Daemon, runs: f64) -> String {
     let mut text = String::new();
     wait_until("every probe has run", Duration::from_secs(30), || {
         text = agent.metrics();
-        Kind::ALL.iter().all(|k| {
-            let name = format!("probe=\"{}\"", k.as_str());
-            metric_sum(&text, "inferprobe_runs_total", &[&name, "result=\"success\""]) >= runs
-        })
+        // The history's two series come with the first run the fan-out records.
+        text.contains("inferprobe_history_disk_bytes{")
+            && Kind::ALL.iter().all(|k| {
+                let name = format!("probe=\"{}\"", k.as_str());
+                metric_sum(&text, "inferprobe_runs_total", &[&name, "result=\"success\""]) >= runs
+            })
     });
     assert!(!text.contains("result=\"failure\""), "a run failed:\n{text}");
     text
