@@ -327,6 +327,9 @@ pub struct ProbeIdentity {
     /// that differ only there must not look alike. Not in alerts or the API, which
     /// show `endpoint` alone.
     pub query: String,
+    /// Whether the probe exposes every series (`metrics: {detail: full}`) or only those
+    /// availability and latency SLOs need (the default). Not a label.
+    pub full_metrics: bool,
 }
 
 /// One finished run, stamped with who ran what and when. This is what metrics, the store

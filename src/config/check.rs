@@ -17,7 +17,7 @@ use super::env::substitute_env;
 use super::positions::{
     PositionIndex, join_path, key_parent, parse_unknown_field, remove_key, strip_location, suggest,
 };
-use super::raw::{RawAgent, RawDefaults, RawHistory, RawProbe};
+use super::raw::{MetricsDetail, RawAgent, RawDefaults, RawHistory, RawProbe};
 use super::{
     AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig,
     MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_RESPONSE_BYTES, RESERVED_LABELS, Secret, files,
@@ -52,6 +52,7 @@ pub(super) struct Defaults {
     pub(super) labels: BTreeMap<String, String>,
     pub(super) alert: RawAlert,
     pub(super) slo: RawSlo,
+    pub(super) metrics: Option<MetricsDetail>,
 }
 
 impl Checker<'_> {
@@ -203,6 +204,10 @@ impl Checker<'_> {
         }
         let agent = self.check_agent(agent);
         let mut defaults = self.check_defaults(defaults);
+        // `agent.metrics` is agent-wide: what probes get when `defaults` does not say.
+        if let (Some(d), Some(a)) = (defaults.as_mut(), agent.as_ref()) {
+            d.metrics = d.metrics.or(Some(a.metrics));
+        }
         let (receivers, receiver_names) = self.receivers(receivers);
         if let Some(d) = defaults.as_mut() {
             d.alert = self.defaults_alert(std::mem::take(&mut d.alert), &receiver_names);
@@ -265,6 +270,7 @@ impl Checker<'_> {
                 external_url: None,
                 remote_write: None,
                 history: HistoryConfig::default(),
+                metrics: MetricsDetail::default(),
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
@@ -324,6 +330,7 @@ impl Checker<'_> {
             history,
             data_dir,
             external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
+            metrics: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
         })
     }
 
@@ -425,6 +432,7 @@ impl Checker<'_> {
             labels,
             alert: raw.alert.unwrap_or_default(),
             slo,
+            metrics: raw.metrics.and_then(|m| m.detail),
         })
     }
 

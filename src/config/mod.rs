@@ -52,6 +52,7 @@ use positions::{strip_location, suggest};
 mod probe;
 pub(crate) use probe::{Key, SpecKeys};
 mod raw;
+pub use raw::MetricsDetail;
 mod remote_write;
 pub use remote_write::RemoteWriteConfig;
 mod url;
@@ -132,6 +133,9 @@ pub struct AgentConfig {
     /// Push our metrics (for agents that cannot be scraped).
     pub remote_write: Option<RemoteWriteConfig>,
     pub history: HistoryConfig,
+    /// `agent.metrics.detail`: the agent's own series, and every probe's unless it or
+    /// `defaults` says otherwise.
+    pub metrics: MetricsDetail,
 }
 
 /// `agent.history`: how much run history the store keeps, by age and by disk use
@@ -275,6 +279,9 @@ pub struct ProbeConfig {
     pub tls: TlsConfig,
     pub alert: AlertConfig,
     pub slo: Slo,
+    /// Which series the probe exposes: its own `metrics.detail`, else `defaults`', else
+    /// the agent's.
+    pub metrics: MetricsDetail,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,

@@ -161,6 +161,11 @@ impl Checker<'_> {
             tls,
             alert: alert?,
             slo: slo?,
+            metrics: raw
+                .metrics
+                .and_then(|m| m.detail)
+                .or(defaults.and_then(|d| d.metrics))
+                .unwrap_or_default(),
         })
     }
 

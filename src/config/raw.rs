@@ -20,6 +20,24 @@ pub(super) struct RawHistory {
     pub(super) max_disk_mb: Option<u64>,
 }
 
+/// `metrics:` (agent, defaults or a probe): which series are exposed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub(super) detail: Option<MetricsDetail>,
+}
+
+/// `metrics.detail`: `basic` (the default) exposes what availability and latency SLOs
+/// need; `full` adds every other series (docs/metrics.md lists which is which). Each
+/// series costs the user storage in their Prometheus, so the default stays small.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsDetail {
+    #[default]
+    Basic,
+    Full,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAgent {
@@ -29,6 +47,7 @@ pub(super) struct RawAgent {
     pub(super) external_url: Option<String>,
     pub(super) remote_write: Option<RawRemoteWrite>,
     pub(super) history: Option<RawHistory>,
+    pub(super) metrics: Option<RawMetrics>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -46,6 +65,7 @@ pub(super) struct RawDefaults {
     pub(super) labels: BTreeMap<String, String>,
     pub(super) alert: Option<RawAlert>,
     pub(super) slo: Option<RawSlo>,
+    pub(super) metrics: Option<RawMetrics>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +97,7 @@ pub(super) struct RawProbe {
     pub(super) outputs: Option<Vec<String>>,
     pub(super) alert: Option<RawAlert>,
     pub(super) slo: Option<RawSlo>,
+    pub(super) metrics: Option<RawMetrics>,
 }
 
 /// `images:` as a mapping (`builtin`, `files`, ...) or a plain list, `[cat.jpg, x.png]`,
