@@ -231,16 +231,19 @@ impl Checker<'_> {
         let mut out = Vec::new();
         for (i, value) in items.into_iter().enumerate() {
             let prefix = format!("receivers[{i}]");
-            let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
-                continue;
-            };
-            if let Some(first) = seen.insert(raw.name.clone(), i) {
+            // Before the rest: a receiver whose other keys are refused still has its name.
+            if let Some(name) = value.get("name").and_then(Value::as_str)
+                && let Some(first) = seen.insert(name.to_owned(), i)
+            {
                 self.error(
                     None,
                     &format!("{prefix}.name"),
                     format!("duplicate receiver name; receivers[{first}] has it already"),
                 );
             }
+            let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
+                continue;
+            };
             if let Some(r) = self.receiver(raw, &prefix) {
                 out.push(r);
             }
@@ -273,16 +276,14 @@ impl Checker<'_> {
         // Never echo the URL in a message: a Slack webhook URL is a secret.
         let url = url_text.and_then(|t| self.secret_url(&key("url"), &t));
         let routing_key = match (&raw.routing_key, raw.kind) {
-            (Some(k), ReceiverKind::Pagerduty) => self
-                .substitute(None, &key("routing_key"), k)
-                .filter(|k| {
-                    let ok = !k.trim().is_empty();
-                    if !ok {
-                        self.error(None, &key("routing_key"), "is empty");
-                    }
-                    ok
-                })
-                .map(Secret::new),
+            (Some(k), ReceiverKind::Pagerduty) => {
+                if k.trim().is_empty() {
+                    self.error(None, &key("routing_key"), "is empty");
+                    None
+                } else {
+                    Some(Secret::new(k.clone()))
+                }
+            }
             (None, ReceiverKind::Pagerduty) => {
                 self.error(
                     None,
@@ -440,7 +441,8 @@ impl Checker<'_> {
     /// what comes back keeps only the keys that pass on their own, so a bad default is
     /// not reported again at every probe.
     pub(super) fn defaults_alert(&mut self, raw: RawAlert, receivers: &[String]) -> RawAlert {
-        if self.alert(None, "defaults", raw.clone(), receivers).is_some() {
+        let unsaid = self.unsaid;
+        if self.alert(None, "defaults", raw.clone(), receivers).is_some() && self.unsaid == unsaid {
             return raw;
         }
         let mut passes = |one: RawAlert| {
@@ -502,7 +504,8 @@ impl Checker<'_> {
     /// `defaults.slo`, checked once where it is written; what comes back keeps only the
     /// keys that passed, so a bad default is not reported again at every probe.
     pub(super) fn defaults_slo(&mut self, raw: RawSlo) -> RawSlo {
-        if self.slo(None, "defaults", raw.clone()).is_some() {
+        let unsaid = self.unsaid;
+        if self.slo(None, "defaults", raw.clone()).is_some() && self.unsaid == unsaid {
             return raw;
         }
         let mut passes = |one: RawSlo| {
