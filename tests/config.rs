@@ -402,3 +402,19 @@ fn a_misspelt_http_method_is_a_warning_with_the_likely_one() {
         ]
     );
 }
+
+/// Substituted once: `$${X}` is the text `${X}`, even in a header (which the checks read
+/// after substitution); and a number key written with a set `${VAR}` says why it fails.
+#[test]
+fn substitution_happens_once_and_number_keys_say_they_take_no_var() {
+    let env = |name: &str| (name == "X" || name == "MAX_TOKENS").then(|| "64".to_owned());
+    let text = "probes:\n  - name: h\n    kind: http\n    url: \"http://127.0.0.1:8000/x\"\n    headers: {X-Template: \"$${X} and ${X}\"}\n";
+    let config = config::parse(text, Path::new("t.yaml"), &env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.probes[0].headers[0].1.expose(), "${X} and 64");
+    let text = "probes:\n  - name: c\n    kind: openai_chat\n    url: \"http://127.0.0.1:8000/v1/chat/completions\"\n    model: m\n    max_tokens: ${MAX_TOKENS}\n";
+    let errors = config::parse(text, Path::new("t.yaml"), &env).unwrap_err();
+    assert_eq!(
+        errors.to_string(),
+        "t.yaml:6:17: probe \"c\": probes[0].max_tokens: only string values take `${VAR}`; `max_tokens` takes a number, written in the file"
+    );
+}

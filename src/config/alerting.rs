@@ -229,7 +229,7 @@ impl Checker<'_> {
         }
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::new();
-        for (i, value) in items.into_iter().enumerate() {
+        for (i, mut value) in items.into_iter().enumerate() {
             let prefix = format!("receivers[{i}]");
             // Before the rest: a receiver whose other keys are refused still has its name.
             if let Some(name) = value.get("name").and_then(Value::as_str)
@@ -241,18 +241,22 @@ impl Checker<'_> {
                     format!("duplicate receiver name; receivers[{first}] has it already"),
                 );
             }
+            let kind_known = self.read_kind::<ReceiverKind>(&mut value, &prefix, None, "webhook");
             let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
                 continue;
             };
-            if let Some(r) = self.receiver(raw, &prefix) {
+            if let Some(r) = self.receiver(raw, kind_known, &prefix) {
                 out.push(r);
             }
         }
         (out, names)
     }
 
-    fn receiver(&mut self, raw: RawReceiver, prefix: &str) -> Option<ReceiverConfig> {
+    /// One receiver; `kind_known` from [`Checker::read_kind`]: for a kind that is not
+    /// known, only the keys every kind has are checked.
+    fn receiver(&mut self, raw: RawReceiver, kind_known: bool, prefix: &str) -> Option<ReceiverConfig> {
         let before = self.errors.len();
+        let kind = kind_known.then_some(raw.kind);
         let key = |k: &str| format!("{prefix}.{k}");
         if !valid_label_value(&raw.name) {
             self.error(
@@ -261,10 +265,11 @@ impl Checker<'_> {
                 "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
             );
         }
-        let url_text = match (&raw.url, raw.kind) {
+        let url_text = match (&raw.url, kind) {
             (Some(u), _) => Some(u.clone()),
-            (None, ReceiverKind::Pagerduty) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
-            (None, kind) => {
+            (None, None) => None,
+            (None, Some(ReceiverKind::Pagerduty)) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
+            (None, Some(kind)) => {
                 self.error(
                     None,
                     &key("url"),
@@ -275,8 +280,9 @@ impl Checker<'_> {
         };
         // Never echo the URL in a message: a Slack webhook URL is a secret.
         let url = url_text.and_then(|t| self.secret_url(&key("url"), &t));
-        let routing_key = match (&raw.routing_key, raw.kind) {
-            (Some(k), ReceiverKind::Pagerduty) => {
+        let routing_key = match (&raw.routing_key, kind) {
+            (_, None) => None,
+            (Some(k), Some(ReceiverKind::Pagerduty)) => {
                 if k.trim().is_empty() {
                     self.error(None, &key("routing_key"), "is empty");
                     None
@@ -284,7 +290,7 @@ impl Checker<'_> {
                     Some(Secret::new(k.clone()))
                 }
             }
-            (None, ReceiverKind::Pagerduty) => {
+            (None, Some(ReceiverKind::Pagerduty)) => {
                 self.error(
                     None,
                     &key("routing_key"),
@@ -292,7 +298,7 @@ impl Checker<'_> {
                 );
                 None
             }
-            (Some(_), kind) => {
+            (Some(_), Some(kind)) => {
                 self.error(
                     None,
                     &key("routing_key"),
@@ -311,7 +317,7 @@ impl Checker<'_> {
         let max_backoff = duration("max_backoff", &raw.max_backoff, DEFAULT_MAX_BACKOFF);
         let give_up_after = duration("give_up_after", &raw.give_up_after, DEFAULT_GIVE_UP_AFTER);
         let resend_interval = duration("resend_interval", &raw.resend_interval, DEFAULT_RESEND_INTERVAL);
-        if raw.resend_interval.is_some() && raw.kind != ReceiverKind::Alertmanager {
+        if raw.resend_interval.is_some() && kind.is_some_and(|k| k != ReceiverKind::Alertmanager) {
             self.error(None, &key("resend_interval"), "only for kind alertmanager");
         } else if resend_interval.is_some_and(|d| d > Duration::from_secs(300)) {
             self.error(
@@ -329,7 +335,7 @@ impl Checker<'_> {
         let url = url?;
         Some(ReceiverConfig {
             name: raw.name,
-            kind: raw.kind,
+            kind: kind?,
             host: url.host().unwrap_or_default().to_owned(),
             url: Secret::new(url.to_string()),
             routing_key,

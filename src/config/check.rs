@@ -21,7 +21,7 @@ use super::positions::{
 };
 use super::raw::{RawAgent, RawDefaults, RawHistory, RawProbe};
 use super::{
-    AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig,
+    AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig, Kind,
     MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_RESPONSE_BYTES, RESERVED_LABELS, Secret, files,
     parse_url, to_uri,
 };
@@ -265,6 +265,37 @@ impl Checker<'_> {
         None
     }
 
+    /// Whether the `kind` of a probe or a receiver is known, read before the rest of it:
+    /// an unknown or missing kind is reported, and replaced in `value` by `stand_in`, so
+    /// that the section reads and the keys every kind has are still checked (the caller
+    /// then does not use the raw kind).
+    pub(super) fn read_kind<K: serde::de::DeserializeOwned>(
+        &mut self,
+        value: &mut Value,
+        prefix: &str,
+        probe: Option<&str>,
+        stand_in: &str,
+    ) -> bool {
+        let Value::Mapping(map) = value else {
+            return false;
+        };
+        let key = format!("{prefix}.kind");
+        match map.get("kind") {
+            None => self.error(probe, prefix, "missing key `kind`"),
+            Some(v) => match serde_yaml::from_value::<K>(v.clone()) {
+                Ok(_) => return true,
+                Err(e) => {
+                    let message = strip_location(&e.to_string()).replace("unknown variant", "unknown value");
+                    let message = with_fix(&key, message);
+                    self.error(probe, &key, message);
+                }
+            },
+        }
+        self.settled.insert(key);
+        map.insert("kind".into(), stand_in.into());
+        false
+    }
+
     pub(super) fn check_root(&mut self, mut root: Value) -> Option<Config> {
         self.substitute_all(&mut root);
         let Value::Mapping(map) = root else {
@@ -329,7 +360,7 @@ impl Checker<'_> {
                     format!("duplicate name; probes[{first}] has it already"),
                 );
             }
-            let kind_known = self.probe_kind(&mut value, &prefix, name.as_deref());
+            let kind_known = self.read_kind::<Kind>(&mut value, &prefix, name.as_deref(), "http");
             let Some(raw) = self.section::<RawProbe>(value, &prefix, name.as_deref()) else {
                 continue;
             };

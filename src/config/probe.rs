@@ -14,8 +14,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::alerting::{RawAlert, RawSlo};
-use super::check::{Checker, Defaults, fmt_duration, valid_label_value, with_fix};
-use super::positions::{closest, strip_location};
+use super::check::{Checker, Defaults, fmt_duration, valid_label_value};
+use super::positions::closest;
 use super::raw::{RawExpect, RawImages, RawInput, RawProbe, RawTls};
 use super::{
     ANSWER_FINISH_REASONS, DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
@@ -24,38 +24,9 @@ use super::{
 use crate::probe::kinds;
 
 impl Checker<'_> {
-    /// Whether a probe's `kind` is known, read before the rest of the probe: an unknown
-    /// or missing kind is reported, and the probe is still checked for the keys every
-    /// kind has (its name, URL, schedule, labels, alerting...), only the kind's own keys
-    /// skipped. Such a kind is replaced in `value` by a stand-in that the section reads,
-    /// and the probe's [`RawProbe::kind`] is then not used.
-    pub(super) fn probe_kind(
-        &mut self,
-        value: &mut serde_yaml::Value,
-        prefix: &str,
-        probe: Option<&str>,
-    ) -> bool {
-        let serde_yaml::Value::Mapping(map) = value else {
-            return false;
-        };
-        let key = format!("{prefix}.kind");
-        match map.get("kind") {
-            None => self.error(probe, prefix, "missing key `kind`"),
-            Some(v) => match serde_yaml::from_value::<Kind>(v.clone()) {
-                Ok(_) => return true,
-                Err(e) => {
-                    let message = strip_location(&e.to_string()).replace("unknown variant", "unknown value");
-                    let message = with_fix(&key, message);
-                    self.error(probe, &key, message);
-                }
-            },
-        }
-        self.settled.insert(key);
-        map.insert("kind".into(), Kind::Http.as_str().into());
-        false
-    }
-
-    /// The checks of one probe; `kind_known` from [`Checker::probe_kind`].
+    /// The checks of one probe; `kind_known` from [`Checker::read_kind`]: for a kind that
+    /// is not known, the keys every kind has (name, URL, schedule, labels, alerting...)
+    /// are checked and the kind's own skipped.
     pub(super) fn check_probe(
         &mut self,
         raw: RawProbe,
