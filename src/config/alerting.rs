@@ -229,27 +229,34 @@ impl Checker<'_> {
         }
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::new();
-        for (i, value) in items.into_iter().enumerate() {
+        for (i, mut value) in items.into_iter().enumerate() {
             let prefix = format!("receivers[{i}]");
-            let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
-                continue;
-            };
-            if let Some(first) = seen.insert(raw.name.clone(), i) {
+            // Before the rest: a receiver whose other keys are refused still has its name.
+            if let Some(name) = value.get("name").and_then(Value::as_str)
+                && let Some(first) = seen.insert(name.to_owned(), i)
+            {
                 self.error(
                     None,
                     &format!("{prefix}.name"),
                     format!("duplicate receiver name; receivers[{first}] has it already"),
                 );
             }
-            if let Some(r) = self.receiver(raw, &prefix) {
+            let kind_known = self.read_kind::<ReceiverKind>(&mut value, &prefix, None, "webhook");
+            let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
+                continue;
+            };
+            if let Some(r) = self.receiver(raw, kind_known, &prefix) {
                 out.push(r);
             }
         }
         (out, names)
     }
 
-    fn receiver(&mut self, raw: RawReceiver, prefix: &str) -> Option<ReceiverConfig> {
+    /// One receiver; `kind_known` from [`Checker::read_kind`]: for a kind that is not
+    /// known, only the keys every kind has are checked.
+    fn receiver(&mut self, raw: RawReceiver, kind_known: bool, prefix: &str) -> Option<ReceiverConfig> {
         let before = self.errors.len();
+        let kind = kind_known.then_some(raw.kind);
         let key = |k: &str| format!("{prefix}.{k}");
         if !valid_label_value(&raw.name) {
             self.error(
@@ -258,10 +265,11 @@ impl Checker<'_> {
                 "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
             );
         }
-        let url_text = match (&raw.url, raw.kind) {
+        let url_text = match (&raw.url, kind) {
             (Some(u), _) => Some(u.clone()),
-            (None, ReceiverKind::Pagerduty) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
-            (None, kind) => {
+            (None, None) => None,
+            (None, Some(ReceiverKind::Pagerduty)) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
+            (None, Some(kind)) => {
                 self.error(
                     None,
                     &key("url"),
@@ -272,18 +280,17 @@ impl Checker<'_> {
         };
         // Never echo the URL in a message: a Slack webhook URL is a secret.
         let url = url_text.and_then(|t| self.secret_url(&key("url"), &t));
-        let routing_key = match (&raw.routing_key, raw.kind) {
-            (Some(k), ReceiverKind::Pagerduty) => self
-                .substitute(None, &key("routing_key"), k)
-                .filter(|k| {
-                    let ok = !k.trim().is_empty();
-                    if !ok {
-                        self.error(None, &key("routing_key"), "is empty");
-                    }
-                    ok
-                })
-                .map(Secret::new),
-            (None, ReceiverKind::Pagerduty) => {
+        let routing_key = match (&raw.routing_key, kind) {
+            (_, None) => None,
+            (Some(k), Some(ReceiverKind::Pagerduty)) => {
+                if k.trim().is_empty() {
+                    self.error(None, &key("routing_key"), "is empty");
+                    None
+                } else {
+                    Some(Secret::new(k.clone()))
+                }
+            }
+            (None, Some(ReceiverKind::Pagerduty)) => {
                 self.error(
                     None,
                     &key("routing_key"),
@@ -291,7 +298,7 @@ impl Checker<'_> {
                 );
                 None
             }
-            (Some(_), kind) => {
+            (Some(_), Some(kind)) => {
                 self.error(
                     None,
                     &key("routing_key"),
@@ -310,7 +317,7 @@ impl Checker<'_> {
         let max_backoff = duration("max_backoff", &raw.max_backoff, DEFAULT_MAX_BACKOFF);
         let give_up_after = duration("give_up_after", &raw.give_up_after, DEFAULT_GIVE_UP_AFTER);
         let resend_interval = duration("resend_interval", &raw.resend_interval, DEFAULT_RESEND_INTERVAL);
-        if raw.resend_interval.is_some() && raw.kind != ReceiverKind::Alertmanager {
+        if raw.resend_interval.is_some() && kind.is_some_and(|k| k != ReceiverKind::Alertmanager) {
             self.error(None, &key("resend_interval"), "only for kind alertmanager");
         } else if resend_interval.is_some_and(|d| d > Duration::from_secs(300)) {
             self.error(
@@ -328,7 +335,7 @@ impl Checker<'_> {
         let url = url?;
         Some(ReceiverConfig {
             name: raw.name,
-            kind: raw.kind,
+            kind: kind?,
             host: url.host().unwrap_or_default().to_owned(),
             url: Secret::new(url.to_string()),
             routing_key,
@@ -440,7 +447,8 @@ impl Checker<'_> {
     /// what comes back keeps only the keys that pass on their own, so a bad default is
     /// not reported again at every probe.
     pub(super) fn defaults_alert(&mut self, raw: RawAlert, receivers: &[String]) -> RawAlert {
-        if self.alert(None, "defaults", raw.clone(), receivers).is_some() {
+        let unsaid = self.unsaid;
+        if self.alert(None, "defaults", raw.clone(), receivers).is_some() && self.unsaid == unsaid {
             return raw;
         }
         let mut passes = |one: RawAlert| {
@@ -502,7 +510,8 @@ impl Checker<'_> {
     /// `defaults.slo`, checked once where it is written; what comes back keeps only the
     /// keys that passed, so a bad default is not reported again at every probe.
     pub(super) fn defaults_slo(&mut self, raw: RawSlo) -> RawSlo {
-        if self.slo(None, "defaults", raw.clone()).is_some() {
+        let unsaid = self.unsaid;
+        if self.slo(None, "defaults", raw.clone()).is_some() && self.unsaid == unsaid {
             return raw;
         }
         let mut passes = |one: RawSlo| {

@@ -100,14 +100,8 @@ impl Checker<'_> {
         if !(1 << 20..=1 << 30).contains(&queue_max_bytes) {
             self.error(None, &key("queue_max_bytes"), "must be between 1 MiB and 1 GiB");
         }
-        let basic_auth = raw.basic_auth.and_then(|b| {
-            let password = self.substitute(None, &key("basic_auth.password"), &b.password)?;
-            Some((b.username, Secret::new(password)))
-        });
-        let bearer_token = raw
-            .bearer_token
-            .and_then(|t| self.substitute(None, &key("bearer_token"), &t))
-            .map(Secret::new);
+        let basic_auth = raw.basic_auth.map(|b| (b.username, Secret::new(b.password)));
+        let bearer_token = raw.bearer_token.map(Secret::new);
         if basic_auth.is_some() && bearer_token.is_some() {
             self.error(
                 None,
