@@ -418,3 +418,27 @@ fn substitution_happens_once_and_number_keys_say_they_take_no_var() {
         "t.yaml:6:17: probe \"c\": probes[0].max_tokens: only string values take `${VAR}`; `max_tokens` takes a number, written in the file"
     );
 }
+
+#[test]
+fn history_retention_takes_its_own_range_not_the_schedules_7_days() {
+    let with = |retention: &str| {
+        format!(
+            "agent:\n  history:\n    retention: {retention}\nprobes:\n  - name: h\n    kind: http\n    url: http://127.0.0.1:1/health\n"
+        )
+    };
+    let config = config::parse(&with("90d"), Path::new("t.yaml"), &no_env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.agent.history.retention.as_secs(), 90 * 86_400);
+    for (bad, message) in [
+        ("401d", "between 1h and 400d"),
+        ("30m", "between 1h and 400d"),
+        ("0s", "longer than zero"),
+    ] {
+        let errors = config::parse(&with(bad), Path::new("t.yaml"), &no_env)
+            .unwrap_err()
+            .0;
+        assert!(
+            errors.iter().any(|e| e.to_string().contains("agent.history.retention") && e.to_string().contains(message)),
+            "{bad}: {errors:?}"
+        );
+    }
+}

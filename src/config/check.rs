@@ -458,7 +458,7 @@ impl Checker<'_> {
     pub(super) fn history(&mut self, raw: RawHistory) -> HistoryConfig {
         let mut history = HistoryConfig::default();
         if let Some(r) = raw.retention
-            && let Some(d) = self.duration(None, "agent.history.retention", &r)
+            && let Some(d) = self.any_duration(None, "agent.history.retention", &r)
         {
             if (Duration::from_secs(3600)..=Duration::from_secs(400 * 86_400)).contains(&d) {
                 history.retention = d;
@@ -558,13 +558,20 @@ impl Checker<'_> {
     }
 
     pub(super) fn duration(&mut self, probe: Option<&str>, key: &str, s: &str) -> Option<Duration> {
+        let d = self.any_duration(probe, key, s)?;
+        if d > MAX_DURATION {
+            self.error(probe, key, "must be at most 7 days");
+            return None;
+        }
+        Some(d)
+    }
+
+    /// A positive duration of any length: for the few keys whose bound is not the
+    /// schedule's 7 days (the history's retention, up to 400 days).
+    pub(super) fn any_duration(&mut self, probe: Option<&str>, key: &str, s: &str) -> Option<Duration> {
         match humantime::parse_duration(s.trim()) {
             Ok(d) if d.is_zero() => {
                 self.error(probe, key, "must be longer than zero");
-                None
-            }
-            Ok(d) if d > MAX_DURATION => {
-                self.error(probe, key, "must be at most 7 days");
                 None
             }
             Ok(d) => Some(d),
