@@ -168,6 +168,9 @@ enum Command {
         #[command(flatten)]
         request: ReportRequest,
     },
+    /// Print the JSON Schema (draft 2020-12) of probes.yaml, for editors that complete
+    /// and check it as you type (e.g. `inferprobe schema > probes.schema.json`).
+    Schema,
     /// Run the simulator and the daemon together against a built-in config.
     Demo {
         /// Address the demo agent serves its status page, API and metrics on.
@@ -346,6 +349,7 @@ fn main() -> ExitCode {
             } => cli::once::run(&config, &probe, format, location).await,
             Command::Simulate { listen, script } => cli::simulate::run(listen, script).await,
             Command::Report { config, request } => cli::report::run(&config, request).await,
+            Command::Schema => cli::schema::run(),
             Command::Demo {
                 listen,
                 sim_listen,
