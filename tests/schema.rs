@@ -530,7 +530,7 @@ fn a_duration_written_as_a_number_is_refused_at_its_key() {
         assert!(
             errors
                 .iter()
-                .any(|(path, m)| path == at && m.contains("want string")),
+                .any(|(path, m)| path == at && m.contains("string, but got number")),
             "{errors:#?}"
         );
     }
@@ -596,4 +596,41 @@ fn env_references_pass_where_strings_have_a_format() {
     let v = Validator::new();
     let yaml = "agent:\n  location: \"${REGION}\"\n  external_url: \"${EXTERNAL_URL}\"\nprobes:\n  - name: k\n    kind: kserve_v2\n    url: \"${BASE_URL}/v2/models/m/infer\"\n    input: {name: x, datatype: \"${DATATYPE}\", shape: [1], data: [0]}\n    timeout: \"${TIMEOUT:-5s}\"\n";
     assert_eq!(v.errors(yaml), []);
+}
+
+/// The rules by kind the schema carries agree with the loader for every kind: a missing
+/// `model`, `prompts` and `images` are refused by both or by neither.
+#[test]
+fn the_rules_by_kind_are_the_loaders() {
+    let v = Validator::new();
+    let mut refused = std::collections::BTreeMap::<&str, usize>::new();
+    for kind in config::Kind::ALL {
+        let base = format!(
+            "probes:\n  - name: p\n    kind: {}\n    url: http://127.0.0.1:8000/v2/models/m/infer\n",
+            kind.as_str()
+        );
+        for (key, extra) in [
+            ("model", ""),
+            ("prompts", "    model: m\n    prompts: [hi]\n"),
+            ("images", "    model: m\n    images: [scene-224.jpg]\n"),
+        ] {
+            let yaml = format!("{base}{extra}");
+            let loader = loader_accepts(&yaml, Path::new("t.yaml"))
+                .err()
+                .is_some_and(|e| e.contains(&format!("probes[0].{key}:")));
+            let errors = v.errors(&yaml);
+            let schema = errors.iter().any(|(path, m)| {
+                path == &format!("/probes/0/{key}")
+                    || (path == "/probes/0" && m.contains(&format!("'{key}'")))
+            });
+            assert_eq!(
+                schema, loader,
+                "{kind:?}: `{key}` refused by the loader: {loader}, by the schema: {schema}: {errors:#?}"
+            );
+            *refused.entry(key).or_default() += usize::from(loader);
+        }
+    }
+    // Each rule refuses some kinds and not others (7 LLM kinds of 9; 6 take images).
+    let expected = [("images", 3), ("model", 7), ("prompts", 2)];
+    assert_eq!(refused.into_iter().collect::<Vec<_>>(), expected);
 }

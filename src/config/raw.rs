@@ -97,7 +97,7 @@ pub(super) struct RawDefaults {
 /// One endpoint to watch: what to send, how often, and what counts as success.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(rename = "Probe")]
+#[schemars(rename = "Probe", transform = super::schema::kind_rules)]
 pub(super) struct RawProbe {
     /// Unique name, the `probe` label: 1-64 letters, digits, `_`, `-` or `.`.
     #[schemars(with = "Name")]

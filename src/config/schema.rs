@@ -7,9 +7,12 @@
 //! (a list or a mapping, one status or many); and the string formats the checks enforce
 //! (durations, names, labels, closed sets), which the raw shapes keep as plain strings.
 //!
-//! The schema refuses less than `check` does (files, URLs, cross-key rules are the
+//! The schema refuses less than `check` does (files, URLs, most rules across keys are the
 //! loader's), never more: every string that may hold `${VAR}` accepts a reference where
-//! a pattern or a closed set would otherwise refuse it.
+//! a pattern or a closed set would otherwise refuse it. The rules by kind it carries are
+//! the ones [`Kind`] itself answers (`is_llm`, `takes_images`). `patternErrorMessage`,
+//! `errorMessage` and `enumDescriptions` are editor keywords (VS Code's, which
+//! yaml-language-server reads); validators ignore them.
 
 use std::borrow::Cow;
 
@@ -20,7 +23,7 @@ use serde_json::{Value, json};
 
 use super::alerting::RawReceiver;
 use super::raw::{ImagesMap, PromptsMap, RawAgent, RawDefaults, RawImages, RawProbe, RawPrompts};
-use super::{ANSWER_FINISH_REASONS, BUILTIN_IMAGES, RESERVED_LABELS, TENSOR_DATATYPES};
+use super::{ANSWER_FINISH_REASONS, BUILTIN_IMAGES, Kind, RESERVED_LABELS, TENSOR_DATATYPES};
 
 /// The schema as `inferprobe schema` prints it: pretty JSON and a final newline.
 pub fn json_schema() -> String {
@@ -71,6 +74,8 @@ fn unwrap_lines(schema: &mut Schema) {
 /// A `${VAR}` (or `${VAR:-default}`) reference anywhere in a string: the loader puts the
 /// variable's value there before checking it, so the schema cannot judge the text.
 const ENV_REFERENCE: &str = r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}";
+
+const DURATION_MESSAGE: &str = "Not a duration: write a number and its unit, like 30s, 1m30s or 500ms.";
 
 /// Time units humantime (the loader's duration parser) reads.
 const DURATION_UNITS: &[&str] = &[
@@ -130,16 +135,28 @@ macro_rules! schema_type {
     };
 }
 
-schema_type!(
-    /// A duration: numbers with units, e.g. 500ms, 30s, 1m30s, 2h, 7d.
-    Duration,
-    json_schema!({
-        "type": "string",
-        "description": "A duration: a number and a unit (ms, s, m, h, d), e.g. 500ms, 30s, 1m30s, 2h.",
-        "pattern": duration_pattern(),
-        "examples": ["30s", "1m30s", "500ms", "5m", "1h"],
-    })
-);
+/// A duration: numbers with units, e.g. 500ms, 30s, 1m30s, 2h, 7d. Inlined, so that an
+/// optional one is `type: [string, null]` with the message on it: editors report a bare
+/// number (`interval: 30`) in an `anyOf: [$ref, null]` with their own words.
+pub(super) struct Duration;
+
+impl JsonSchema for Duration {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "pattern": duration_pattern(),
+            "patternErrorMessage": DURATION_MESSAGE,
+            "errorMessage": DURATION_MESSAGE,
+            "examples": ["30s", "1m30s", "500ms", "5m", "1h"],
+        })
+    }
+}
 
 schema_type!(
     /// A name that becomes a label value: a probe's, a receiver's, the agent's location.
@@ -148,6 +165,7 @@ schema_type!(
         "type": "string",
         "description": "1-64 letters, digits, `_`, `-` or `.`.",
         "pattern": format!("^[A-Za-z0-9_.-]{{1,64}}$|{ENV_REFERENCE}"),
+        "patternErrorMessage": "A name is 1-64 letters, digits, `_`, `-` or `.`.",
     })
 );
 
@@ -158,6 +176,7 @@ schema_type!(
         "type": "string",
         "description": "An HTTP method, e.g. GET, POST, HEAD.",
         "pattern": format!("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$|{ENV_REFERENCE}"),
+        "patternErrorMessage": "Not an HTTP method, like GET or POST.",
         "examples": ["GET", "POST", "HEAD", "PUT"],
     })
 );
@@ -225,6 +244,7 @@ schema_type!(
         "maxProperties": 10,
         "propertyNames": {
             "pattern": "^(?:[A-Za-z][A-Za-z0-9_]*|_(?:[A-Za-z0-9][A-Za-z0-9_]*)?)$",
+            "patternErrorMessage": "A label name is letters, digits and `_`, not starting with a digit or `__`.",
             "not": {"enum": RESERVED_LABELS},
         },
         "additionalProperties": {"type": "string", "minLength": 1},
@@ -285,6 +305,37 @@ impl JsonSchema for RawImages {
             ],
         })
     }
+}
+
+/// The rules of a probe that depend on its kind, as [`Kind`] states them: LLM kinds need
+/// a `model`; `prompts` are for LLM kinds only, `images` for the kinds that take them
+/// (a key written empty, `prompts:`, is no key to the loader). Used as
+/// `#[schemars(transform)]` on the probe.
+pub(super) fn kind_rules(schema: &mut Schema) {
+    let kinds = |take: fn(Kind) -> bool| -> Vec<&str> {
+        Kind::ALL
+            .into_iter()
+            .filter(|k| take(*k))
+            .map(Kind::as_str)
+            .collect()
+    };
+    let when = |kinds: Vec<&str>, then: Value| json!({"if": {"properties": {"kind": {"enum": kinds}}, "required": ["kind"]}, "then": then});
+    let absent = |message: &str| json!({"type": "null", "errorMessage": message});
+    let rules = vec![
+        when(
+            kinds(Kind::is_llm),
+            json!({"required": ["model"], "properties": {"model": {"type": "string"}}}),
+        ),
+        when(
+            kinds(|k| !k.is_llm()),
+            json!({"properties": {"prompts": absent("Only for LLM kinds; use `body` for http.")}}),
+        ),
+        when(
+            kinds(|k| !k.takes_images()),
+            json!({"properties": {"images": absent("This kind does not take images.")}}),
+        ),
+    ];
+    schema.insert("allOf".into(), Value::Array(rules));
 }
 
 /// Documented unit variants come out of the derive as `oneOf` consts; editors complete
