@@ -168,8 +168,7 @@ enum Command {
         #[command(flatten)]
         request: ReportRequest,
     },
-    /// Print the JSON Schema (draft 2020-12) of probes.yaml, for editors that complete
-    /// and check it as you type (e.g. `inferprobe schema > probes.schema.json`).
+    /// Print the JSON Schema of probes.yaml, with which editors check it as you type.
     Schema,
     /// Run the simulator and the daemon together against a built-in config.
     Demo {

@@ -504,6 +504,13 @@ fn an_unknown_kind_is_refused_at_kind_with_the_list() {
         .collect();
     let kinds: Vec<&str> = config::Kind::ALL.iter().map(|k| k.as_str()).collect();
     assert_eq!(listed, kinds);
+    // Each with the text an editor shows for it (the variant's doc comment).
+    let described = v.schema["$defs"]["Kind"]["enumDescriptions"].as_array().unwrap();
+    assert_eq!(described.len(), kinds.len());
+    assert!(
+        described.iter().all(|d| d.as_str().is_some_and(|d| d.len() > 10)),
+        "{described:?}"
+    );
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //!    (the keys it takes; `SpecKeys::refuse` the per-kind keys it does not), its probe
 //!    and `build`, its request and event parser, the simulator's side of the protocol,
 //!    and golden tests; `pub mod <kind>;` in probe/mod.rs.
-//! 2. Here, one line in each list: [`Kind`] (with its YAML name), [`Kind::ALL`],
+//! 2. Here, one line in each list: [`Kind`] (with its YAML name and a doc comment, the
+//!    text editors show for it through `inferprobe schema`), [`Kind::ALL`],
 //!    [`Kind::as_str`], [`Kind::is_llm`] / [`Kind::takes_images`] where they differ from
 //!    the default, `Kind::dialects` (streaming kinds), [`KindSpec`], `check_spec`,
 //!    [`AnyProbe`], [`AnyProbe::build`], its `run`, and `event_parser` (streaming kinds).
