@@ -568,6 +568,9 @@ fn plain_lists_of_prompts_and_images_are_valid_and_mappings_too() {
         "    prompts: {builtin: [short, long]}\n",
         "    images: [scene-224.jpg]\n",
         "    images: {builtin: [scene-224.jpg], detail: low}\n",
+        // A key written empty is no key.
+        "    prompts: {builtin: [short], inline: }\n",
+        "    images: {builtin: [scene-224.jpg], files: }\n",
     ] {
         let yaml = format!("{probe}{extra}");
         loader_accepts(&yaml, &repo("tests/inline.yaml")).unwrap_or_else(|e| panic!("{e}\n{yaml}"));
@@ -582,6 +585,13 @@ fn plain_lists_of_prompts_and_images_are_valid_and_mappings_too() {
         ),
         ("    alert: {severity: urgent}\n", "/probes/0/alert/severity"),
         ("    expect: {status: [200, 1000]}\n", "/probes/0/expect/status"),
+        // Exactly one source of prompts; at least one of images.
+        (
+            "    prompts: {builtin: [short], inline: [hi]}\n",
+            "/probes/0/prompts",
+        ),
+        ("    prompts: {inline: }\n", "/probes/0/prompts"),
+        ("    images: {detail: low}\n", "/probes/0/images"),
     ] {
         let yaml = format!("{probe}{extra}");
         assert!(loader_accepts(&yaml, Path::new("t.yaml")).is_err(), "{yaml}");
@@ -640,4 +650,26 @@ fn the_rules_by_kind_are_the_loaders() {
     // Each rule refuses some kinds and not others (7 LLM kinds of 9; 6 take images).
     let expected = [("images", 3), ("model", 7), ("prompts", 2)];
     assert_eq!(refused.into_iter().collect::<Vec<_>>(), expected);
+}
+
+/// Editors show a key's description on hover and in completion: every key has one.
+#[test]
+fn every_key_has_a_description() {
+    let v = Validator::new();
+    let mut objects = vec![("(root)".to_owned(), &v.schema)];
+    for (name, def) in v.schema["$defs"].as_object().unwrap() {
+        objects.push((name.clone(), def));
+    }
+    let mut keys = 0;
+    for (name, object) in objects {
+        for (key, property) in object["properties"].as_object().into_iter().flatten() {
+            keys += 1;
+            let description = property["description"].as_str().unwrap_or_default();
+            assert!(
+                description.len() > 10 && !description.contains('\n'),
+                "{name}.{key}: {description:?}"
+            );
+        }
+    }
+    assert!(keys > 90, "{keys} keys");
 }

@@ -183,7 +183,7 @@ pub(crate) struct RawImages {
 /// Images as a mapping: built-in ones, files, or both.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(rename = "ImagesMapping")]
+#[schemars(rename = "ImagesMapping", transform = super::schema::some_image_source)]
 pub(super) struct ImagesMap {
     /// Generated images, by name (a photo-like scene or a chart, at common sizes).
     #[schemars(with = "Option<Vec<BuiltinImageName>>", length(min = 1))]
@@ -241,7 +241,7 @@ pub(super) struct RawPrompts {
 /// Prompts as a mapping: built-in buckets, your own prompts inline, or a file of them.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(rename = "PromptsMapping")]
+#[schemars(rename = "PromptsMapping", transform = super::schema::one_prompt_source)]
 pub(super) struct PromptsMap {
     /// Built-in prompts by length bucket (short < 64 tokens, medium 64-256, long > 256),
     /// rotated per run; the bucket is the `prompt_bucket` label.

@@ -338,6 +338,34 @@ pub(super) fn kind_rules(schema: &mut Schema) {
     schema.insert("allOf".into(), Value::Array(rules));
 }
 
+/// A mapping key set to something: the loader reads `key:` with no value as no key.
+/// `message` is what editors say when none of the keys is set.
+fn set(key: &str, message: &str) -> Value {
+    json!({"required": [key], "properties": {key: {"not": {"type": "null"}}}, "errorMessage": message})
+}
+
+/// `prompts:` as a mapping names exactly one source (content.rs). Used as
+/// `#[schemars(transform)]`.
+pub(super) fn one_prompt_source(schema: &mut Schema) {
+    let message = "Set exactly one of `builtin`, `inline` or `file`.";
+    let sources = [
+        set("builtin", message),
+        set("inline", message),
+        set("file", message),
+    ];
+    schema.insert("oneOf".into(), json!(sources));
+}
+
+/// `images:` as a mapping names built-in images, files or both (content.rs). Used as
+/// `#[schemars(transform)]`.
+pub(super) fn some_image_source(schema: &mut Schema) {
+    let message = "Name `builtin` images, `files`, or both.";
+    schema.insert(
+        "anyOf".into(),
+        json!([set("builtin", message), set("files", message)]),
+    );
+}
+
 /// Documented unit variants come out of the derive as `oneOf` consts; editors complete
 /// and report a plain `enum` better, with `enumDescriptions` (a VS Code and
 /// yaml-language-server extension) for the hover text. Used as `#[schemars(transform)]`.
