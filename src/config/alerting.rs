@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use super::schema::{Duration as DurationText, Name};
 use super::{Checker, Secret, suggest, valid_label_value};
 
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
@@ -28,7 +30,7 @@ pub const DEFAULT_RESEND_INTERVAL: Duration = Duration::from_secs(60);
 pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
 /// Where notifications go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReceiverKind {
     Alertmanager,
@@ -68,7 +70,9 @@ pub struct ReceiverConfig {
 }
 
 /// PagerDuty's severities, which Alertmanager routes on too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Critical,
@@ -89,8 +93,9 @@ impl Severity {
 }
 
 /// What a 429 means for the availability alert.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = super::documented_enum)]
 pub enum RateLimited {
     /// The endpoint answers but throttles us: not down; the degraded alert says so.
     #[default]
@@ -136,32 +141,63 @@ impl Slo {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// Where pages go: Alertmanager, PagerDuty, Slack or any webhook.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Receiver")]
 pub(super) struct RawReceiver {
+    /// Unique name, for `alert.receivers`: 1-64 letters, digits, `_`, `-` or `.`.
+    #[schemars(with = "Name")]
     name: String,
+    /// The API it speaks.
     kind: ReceiverKind,
+    /// Where to send: Alertmanager's base URL, the Slack or webhook URL (required but
+    /// for pagerduty). A secret: never shown; e.g. "${SLACK_WEBHOOK_URL}".
     url: Option<String>,
+    /// pagerduty: the integration's routing key, e.g. "${PAGERDUTY_ROUTING_KEY}".
     routing_key: Option<String>,
+    /// Headers sent with each page, e.g. Authorization. Values are secrets.
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// Per attempt (default 10s).
+    #[schemars(with = "Option<DurationText>")]
     timeout: Option<String>,
+    /// Retries back off up to this (default 5m).
+    #[schemars(with = "Option<DurationText>")]
     max_backoff: Option<String>,
+    /// A page not delivered by then is dropped and counted (default 24h).
+    #[schemars(with = "Option<DurationText>")]
     give_up_after: Option<String>,
+    /// A PEM file of extra CA certificates to trust, relative to this file.
     ca_file: Option<String>,
+    /// alertmanager: how often firing alerts are re-sent, at most 5m (default 1m).
+    #[schemars(with = "Option<DurationText>")]
     resend_interval: Option<String>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// When a probe pages. Under `defaults`, every probe inherits it key by key.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Alert")]
 pub(super) struct RawAlert {
+    /// Consecutive failed runs before the down alert fires (default 3).
+    #[schemars(range(min = 1, max = 100))]
     failure_threshold: Option<u32>,
+    /// Consecutive good runs before a firing alert resolves (default 2).
+    #[schemars(range(min = 1, max = 100))]
     success_threshold: Option<u32>,
+    /// Re-notify while an alert keeps firing, at least 1m (default: never).
+    #[schemars(with = "Option<DurationText>")]
     reminder: Option<String>,
+    /// Of the down alert (default critical).
     severity: Option<Severity>,
+    /// Of the degraded alert: SLO missed, or throttled (default warning).
     slo_severity: Option<Severity>,
+    /// A link put in every page.
     runbook_url: Option<String>,
+    /// The receivers to page, by name (default: all).
     receivers: Option<Vec<String>>,
+    /// What an HTTP 429 means: `throttled` (the degraded alert; the default) or `down`.
     rate_limited: Option<RateLimited>,
 }
 
@@ -182,12 +218,24 @@ impl RawAlert {
     }
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// Targets: the degraded alert fires when a p95 over the last `window` good runs is
+/// above its target; `availability` is the report's objective.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Slo")]
 pub(super) struct RawSlo {
+    /// LLM kinds: target for the 95th percentile of time to first token, e.g. 2s.
+    #[schemars(with = "Option<DurationText>")]
     ttft_p95: Option<String>,
+    /// Target for the 95th percentile of the whole response time, e.g. 10s.
+    #[schemars(with = "Option<DurationText>")]
     total_p95: Option<String>,
+    /// Good runs the percentiles are taken over (default 20).
+    #[schemars(range(min = 5, max = 10_000))]
     window: Option<u32>,
+    /// The availability objective in percent, e.g. 99.9, for the report (pages go by
+    /// failed runs, not by this).
+    #[schemars(range(min = 50.0, max = 100.0))]
     availability: Option<f64>,
 }
 

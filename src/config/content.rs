@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::check::{Checker, file_message};
@@ -12,7 +13,7 @@ use super::raw::{RawImages, RawInput, RawPrompts};
 use super::{Kind, MAX_TENSOR_ELEMENTS, files};
 
 /// Prompt length buckets, by estimated tokens: short < 64, medium 64-256, long > 256.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptBucket {
     Short,

@@ -57,6 +57,9 @@ mod raw;
 pub use raw::MetricsDetail;
 mod remote_write;
 pub use remote_write::RemoteWriteConfig;
+mod schema;
+pub(crate) use schema::documented_enum;
+pub use schema::json_schema;
 mod url;
 pub use url::{Url, UrlError, parse_url, to_uri};
 
