@@ -316,6 +316,10 @@ async fn prometheus_with_native_histograms_takes_ttft_as_one_native_series() {
     .expect("a mean");
     let n = query(p, count).unwrap();
     let classic = query(p, "count({__name__=\"inferprobe_ttft_seconds_bucket\"})");
+    let stored = query(
+        p,
+        "count({probe=\"chat\", __name__=~\"inferprobe_(ttft|e2e_latency)_seconds.*\"})",
+    );
     let agent_count = metric_sum(
         &agent.metrics(),
         "inferprobe_ttft_seconds_count",
@@ -337,6 +341,7 @@ async fn prometheus_with_native_histograms_takes_ttft_as_one_native_series() {
         n >= 5.0 && n <= agent_count,
         "Prometheus counted {n}, the agent {agent_count}"
     );
-    // One native series: Prometheus stored no classic bucket series for it.
+    // One native series each: Prometheus stored no classic bucket, sum or count series.
     assert_eq!(classic, None, "classic _bucket series were stored");
+    assert_eq!(stored, Some(2.0), "TTFT and total are not one series each");
 }
