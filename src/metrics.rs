@@ -20,11 +20,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder, prometheus_text, text};
+use prometheus_client::encoding::{
+    EncodeLabel, EncodeLabelSet, LabelSetEncoder, prometheus_protobuf, prometheus_text, text,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -129,8 +131,30 @@ const OUTPUT_TOKEN_BUCKETS: [f64; 12] = [
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
 ];
 
+/// TTFT and total also keep a native histogram, sent only to scrapers that negotiate the
+/// protobuf format (the text formats carry the classic buckets alone).
+///
+/// Schema 3: each bucket is 2^(1/8) ≈ 1.09 times the one below, so a quantile is known
+/// to within about ±4.5 %: finer than any LLM latency target needs (they differ by 25 % or
+/// more: 1.5 s vs 2 s TTFT), where the ten classic buckets leave a factor of two between
+/// 1, 2, 4 and 8 s. At most 40 buckets: at schema 3 they span a factor of 32 (300 ms to
+/// 10 s), which a probe's TTFT rarely leaves; a wider spread (a cold start of minutes)
+/// halves the resolution instead of adding buckets, once per doubling of the span, so a
+/// histogram never holds more than ~40 × 16 bytes. Durations under 1 ms may be merged into
+/// the zero bucket first: no LLM answer is that fast, so that resolution is worth nothing.
+fn slo_native() -> NativeHistogramConfig {
+    NativeHistogramConfig::with_schema(SLO_NATIVE_SCHEMA)
+        .max_buckets(SLO_NATIVE_MAX_BUCKETS)
+        .max_zero_threshold(0.001)
+}
+
+/// See [`slo_native`].
+pub const SLO_NATIVE_SCHEMA: i8 = 3;
+/// See [`slo_native`].
+pub const SLO_NATIVE_MAX_BUCKETS: usize = 40;
+
 fn slo_histogram() -> Histogram {
-    Histogram::new(SLO_BUCKETS)
+    Histogram::new_classic_and_native(SLO_BUCKETS, slo_native())
 }
 
 fn latency_histogram() -> Histogram {
@@ -694,6 +718,14 @@ impl Metrics {
         out
     }
 
+    /// Prometheus's protobuf format (length-delimited `io.prometheus.client.MetricFamily`
+    /// messages), for scrapers that negotiate it: the same series, labels and detail as
+    /// the text formats (one registry), with TTFT and total as native histograms beside
+    /// their classic buckets, as client_golang sends them.
+    pub fn render_protobuf(&self) -> Result<Vec<u8>, EncodeError> {
+        Ok(prometheus_protobuf::encode_to_vec(&self.registry)?)
+    }
+
     /// The Prometheus text format 0.0.4, for everything else (curl, promtool).
     pub fn render_text(&self) -> String {
         let mut out = String::new();
@@ -701,6 +733,12 @@ impl Metrics {
         out
     }
 }
+
+/// The protobuf exposition could not be built: a histogram created before 1970 by a
+/// clock set wrong, or a count past i64 (the text formats have no such limits).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode the metrics as protobuf: {0}")]
+pub struct EncodeError(#[from] prometheus_protobuf::EncodeError);
 
 fn unix_seconds(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
@@ -896,5 +934,59 @@ mod tests {
         for line in m.render_text().lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("inferprobe_"), "{line}");
         }
+    }
+
+    fn decode(mut body: &[u8]) -> Vec<prometheus_protobuf::prometheus_data_model::MetricFamily> {
+        let mut families = Vec::new();
+        while !body.is_empty() {
+            families.push(prost::Message::decode_length_delimited(&mut body).unwrap());
+        }
+        families
+    }
+
+    #[test]
+    fn ttft_and_total_go_out_native_in_protobuf_beside_their_classic_buckets() {
+        let m = Metrics::new("test");
+        m.record(&outcome(None));
+        let families = decode(&m.render_protobuf().unwrap());
+        for name in ["inferprobe_ttft_seconds", "inferprobe_e2e_latency_seconds"] {
+            let family = families.iter().find(|f| f.name == name).expect(name);
+            let h = family.metric[0].histogram.as_ref().unwrap();
+            assert_eq!(h.schema, i32::from(SLO_NATIVE_SCHEMA), "{name}");
+            assert_eq!(h.sample_count, 1, "{name}");
+            assert_eq!(h.positive_delta, [1], "{name}");
+            assert_eq!(h.bucket.len(), SLO_BUCKETS.len() + 1, "{name}");
+        }
+        // The text formats have the classic buckets only, as before.
+        let text = m.render_text();
+        assert_eq!(
+            text.matches("inferprobe_ttft_seconds_bucket{").count(),
+            SLO_BUCKETS.len() + 1
+        );
+    }
+
+    #[test]
+    fn no_latency_spread_grows_a_native_histogram_past_its_bucket_bound() {
+        let h = slo_histogram();
+        // A microsecond to three hours, 400 steps of 5 %: ~440 buckets at schema 3.
+        for i in 0..400 {
+            h.observe(1e-6 * 1.05_f64.powi(i));
+        }
+        let mut registry = Registry::default();
+        registry.register("spread", "", h);
+        let families = decode(&prometheus_protobuf::encode_to_vec(&registry).unwrap());
+        let native = families[0].metric[0].histogram.as_ref().unwrap();
+        let mut count = 0_i64;
+        let populated = native
+            .positive_delta
+            .iter()
+            .filter(|d| {
+                count += **d;
+                count > 0
+            })
+            .count();
+        assert!(populated <= SLO_NATIVE_MAX_BUCKETS, "{populated} buckets");
+        assert!(native.schema < i32::from(SLO_NATIVE_SCHEMA), "{}", native.schema);
+        assert_eq!(native.sample_count, 400);
     }
 }
