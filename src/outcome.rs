@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Why a run failed: a closed set, so the `reason` label stays bounded. The names are the
-/// label values; README.md documents each one.
+/// label values; docs/measurements.md documents each one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FailureReason {
     /// The host name did not resolve (or resolution timed out).
