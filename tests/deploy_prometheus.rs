@@ -362,8 +362,27 @@ fn the_promql_scanner_finds_names_matchers_and_grouping() {
     );
 }
 
-/// Sample name -> every label name seen on its samples, from a text-format scrape.
+/// The histograms a Prometheus with native histograms enabled stores as one native series
+/// under their own name (no `_bucket`/`_count`/`_sum`): the rules and dashboard read them
+/// under that name too, beside the classic series.
+const NATIVE: [&str; 2] = ["inferprobe_ttft_seconds", "inferprobe_e2e_latency_seconds"];
+
+/// Sample name -> every label name seen on its samples, from a text-format scrape; the
+/// native histograms also under their own name, with their `_bucket`'s labels but `le`.
 fn exported(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut series = classic_series(scrape);
+    for name in NATIVE {
+        if let Some(labels) = series.get(&format!("{name}_bucket")) {
+            let mut labels = labels.clone();
+            labels.remove("le");
+            series.insert(name.to_owned(), labels);
+        }
+    }
+    series
+}
+
+/// Sample name -> every label name seen on its samples, as the text format shows them.
+fn classic_series(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut series: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for line in scrape
         .lines()
@@ -686,4 +705,45 @@ fn the_dashboard_is_importable_and_queries_only_series_and_labels_the_agent_expo
         "rules that need metrics: {{detail: full}}:\n{}",
         only_default.into_iter().collect::<Vec<_>>().join("\n")
     );
+}
+
+/// Every rule and dashboard query that reads TTFT or total from their classic series
+/// (`_bucket`, `_count`, `_sum`) reads the native series too: a Prometheus with native
+/// histograms enabled stores only that one (tests/native_histograms.rs evaluates them).
+#[test]
+fn every_query_over_ttft_and_total_also_reads_their_native_histograms() {
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(deploy("grafana/inferprobe.json")).unwrap()).unwrap();
+    let mut queries: Vec<(String, String)> = dashboard_queries(&dash)
+        .into_iter()
+        .map(|(place, expr, _, _)| (place, without_grafana_intervals(&expr)))
+        .collect();
+    queries.extend(rules().into_iter().map(|(file, rule)| {
+        let name = rule["record"].as_str().or(rule["alert"].as_str()).unwrap();
+        (
+            format!("{file} rule {name}"),
+            rule["expr"].as_str().unwrap().to_owned(),
+        )
+    }));
+    let mut problems = Vec::new();
+    let mut read = 0;
+    for (place, expr) in &queries {
+        let names: BTreeSet<String> = scan_promql(expr).selectors.into_iter().map(|(n, _)| n).collect();
+        for native in NATIVE {
+            let classic = ["_bucket", "_count", "_sum"]
+                .iter()
+                .any(|suffix| names.contains(&format!("{native}{suffix}")));
+            if classic {
+                read += 1;
+                if !names.contains(native) {
+                    problems.push(format!("{place}: reads {native} only from its classic series"));
+                }
+            }
+        }
+    }
+    assert!(
+        read >= 10,
+        "only {read} queries read TTFT or total: is the scan still right?"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

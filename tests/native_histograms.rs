@@ -1,7 +1,9 @@
 //! Native histograms for scrapers that negotiate Prometheus's protobuf format: the real
 //! agent (`inferprobe run`) against the simulator, scraped by the real Prometheus (Debian's
 //! 2.42) started with `--enable-feature=native-histograms`, which stores TTFT as one native
-//! series whose `histogram_quantile` agrees with the simulator's TTFT. Direct scrapes check
+//! series whose `histogram_quantile` agrees with the simulator's TTFT, and on which the
+//! shipped recording rules, the dashboard's TTFT and total queries and `report
+//! --prometheus` still have values. Direct scrapes check
 //! that the protobuf answer has exactly the text's series (labels, detail, nothing secret)
 //! and that the port's web config guards it like the text.
 #![forbid(unsafe_code)]
@@ -259,6 +261,12 @@ async fn the_port_s_basic_auth_guards_the_protobuf_scrape_too() {
 
 /// An instant query's first sample, if any.
 fn query(prometheus: &str, q: &str) -> Option<f64> {
+    query_all(prometheus, q).ok()?.first().map(|(_, v)| *v)
+}
+
+/// An instant query's float samples: (labels, value) each; Err with Prometheus's answer
+/// when it refuses the query.
+fn query_all(prometheus: &str, q: &str) -> Result<Vec<(serde_json::Value, f64)>, String> {
     let encoded: String = q
         .bytes()
         .map(|b| match b {
@@ -268,34 +276,28 @@ fn query(prometheus: &str, q: &str) -> Option<f64> {
         .collect();
     let (status, _, body) = http_get(prometheus, &format!("/api/v1/query?query={encoded}"), None);
     if status != 200 {
-        return None;
+        return Err(format!("HTTP {status}: {body}"));
     }
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+    Ok(v["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            let value = s["value"][1].as_str()?.parse().ok()?;
+            Some((s["metric"].clone(), value))
+        })
+        .collect())
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prometheus_with_native_histograms_takes_ttft_as_one_native_series() {
-    let Some(bin) = require_tool(
-        "prometheus",
-        "scrapes native histograms; apt-get install prometheus",
-    ) else {
-        return;
-    };
+    let Some(bin) = prometheus_bin() else { return };
     let sim = simulator(Script::default()).await;
     let dir = temp_dir("native-prom");
     let mut agent = Daemon::start(&probes_file(&dir, sim.addr), &[]);
     agent.wait_for_log("\"probe\":\"chat\"", Duration::from_secs(15));
-    let config = dir.join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: inferprobe\n    static_configs:\n      - targets: [\"{}\"]\n",
-            agent.addr
-        ),
-    )
-    .unwrap();
-    let prometheus = Prometheus::start(&bin, &config, &["--enable-feature=native-histograms"]);
+    let prometheus = native_prometheus(&bin, &dir, &agent.addr, &[]);
     let p = prometheus.addr.as_str();
 
     let count = "histogram_count(inferprobe_ttft_seconds{probe=\"chat\"})";
@@ -344,4 +346,204 @@ async fn prometheus_with_native_histograms_takes_ttft_as_one_native_series() {
     // One native series each: Prometheus stored no classic bucket, sum or count series.
     assert_eq!(classic, None, "classic _bucket series were stored");
     assert_eq!(stored, Some(2.0), "TTFT and total are not one series each");
+}
+
+fn prometheus_bin() -> Option<std::path::PathBuf> {
+    require_tool(
+        "prometheus",
+        "scrapes native histograms; apt-get install prometheus",
+    )
+}
+
+/// Prometheus with native histograms enabled, scraping `agent` and evaluating
+/// `rule_files` every second.
+fn native_prometheus(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    agent: &str,
+    rule_files: &[std::path::PathBuf],
+) -> Prometheus {
+    let rules: String = rule_files
+        .iter()
+        .map(|f| format!("  - {}\n", f.display()))
+        .collect();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files:\n{rules}scrape_configs:\n  - job_name: inferprobe\n    static_configs:\n      - targets: [\"{agent}\"]\n"
+        ),
+    )
+    .unwrap();
+    Prometheus::start(bin, &config, &["--enable-feature=native-histograms"])
+}
+
+fn deploy(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy")
+        .join(rel)
+}
+
+/// The shipped recording rules and dashboard read TTFT and total in either form: against
+/// a Prometheus 2.42 with native histograms enabled (which stores them native only) the
+/// recorded quantiles and TTFT-over-target ratios have values, and so has every
+/// dashboard query over the two histograms.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shipped_rules_and_dashboard_read_native_ttft_and_total() {
+    let Some(bin) = prometheus_bin() else { return };
+    let sim = simulator(Script::default()).await;
+    let dir = temp_dir("native-rules");
+    let probes = dir.join("probes.yaml");
+    let url = format!("http://{}/v1/chat/completions", sim.addr);
+    // chat is under the 2 s TTFT target, slow above it; vision (at full detail) fills the
+    // dashboard's TTFT by prompt and image size panels.
+    std::fs::write(
+        &probes,
+        format!(
+            "agent: {{location: native-rules}}\ndefaults: {{interval: 1s}}\nprobes:\n\
+             \x20 - name: chat\n    kind: openai_chat\n    url: {url}?ttft=300ms&tokens=4\n    model: sim-model\n    slo: {{ttft_p95: 1s}}\n\
+             \x20 - name: slow\n    kind: openai_chat\n    url: {url}?ttft=2200ms&tokens=2\n    model: sim-model\n    interval: 4s\n    timeout: 4s\n    first_token_timeout: 3s\n    slo: {{ttft_p95: 2s}}\n\
+             \x20 - name: vision\n    kind: openai_chat\n    url: {url}?ttft=20ms&tokens=2\n    model: sim-vlm\n    metrics: {{detail: full}}\n    images:\n      builtin: [scene-224.jpg]\n"
+        ),
+    )
+    .unwrap();
+    let agent = Daemon::start(&probes, &[]);
+    let rule_files = ["inferprobe-recording.yml", "inferprobe-alerts.yml"]
+        .map(|file| deploy(&format!("prometheus/rules/{file}")));
+    let prometheus = native_prometheus(&bin, &dir, &agent.addr, &rule_files);
+    let p = prometheus.addr.as_str();
+
+    // Until every probe has a few runs in Prometheus and the rules have seen them.
+    let runs = |probe: &str| {
+        query(
+            p,
+            &format!("histogram_count(inferprobe_ttft_seconds{{probe=\"{probe}\"}})"),
+        )
+        .unwrap_or(0.0)
+    };
+    let recorded = |q: &str| query_all(p, q).unwrap_or_default();
+    let ratio = |probe: &str| format!("probe:inferprobe_ttft_over_target:ratio_rate5m{{probe=\"{probe}\"}}");
+    wait_until(
+        "three runs of each probe and the recording rules' results",
+        Duration::from_secs(60),
+        || {
+            ["chat", "slow", "vision"].iter().all(|probe| runs(probe) >= 3.0)
+                && recorded(&ratio("slow")).iter().any(|(_, v)| v.is_finite())
+                && recorded(&ratio("chat")).iter().any(|(_, v)| v.is_finite())
+        },
+    );
+    // Prometheus stored the native form only: the classic side of every rule is empty.
+    assert_eq!(
+        query(
+            p,
+            "count({__name__=~\"inferprobe_(ttft|e2e_latency)_seconds_(bucket|count|sum)\"})"
+        ),
+        None,
+        "classic series were stored"
+    );
+
+    let mut problems = Vec::new();
+    let mut value_of = |q: &str| -> Option<f64> {
+        match query_all(p, q) {
+            Ok(samples) if samples.iter().all(|(_, v)| v.is_finite()) && !samples.is_empty() => {
+                Some(samples[0].1)
+            }
+            other => {
+                problems.push(format!("{q}: {other:?}"));
+                None
+            }
+        }
+    };
+    // Every quantile the rules record, for chat: TTFT about 300 ms, total a bit more.
+    for metric in ["ttft", "e2e_latency"] {
+        for q in ["p50", "p95", "p99"] {
+            let rule = format!(
+                "probe_location:inferprobe_{metric}_seconds:{q}_rate10m{{probe=\"chat\", location=\"native-rules\"}}"
+            );
+            if let Some(v) = value_of(&rule) {
+                assert!((0.28..1.0).contains(&v), "{rule} = {v}");
+            }
+        }
+    }
+    // TTFT over the 2 s target: never for chat, always for slow.
+    let (chat, slow) = (value_of(&ratio("chat")), value_of(&ratio("slow")));
+    assert!(chat.is_some_and(|r| r.abs() < 1e-9), "chat over target: {chat:?}");
+    assert!(
+        slow.is_some_and(|r| (r - 1.0).abs() < 1e-9),
+        "slow over target: {slow:?}"
+    );
+
+    // The dashboard's queries over TTFT and total, with every probe and location.
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(deploy("grafana/inferprobe.json")).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    let mut stack = vec![&dash["panels"]];
+    while let Some(panels) = stack.pop() {
+        for panel in panels.as_array().into_iter().flatten() {
+            stack.push(&panel["panels"]);
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                let expr = target["expr"].as_str().unwrap_or_default();
+                if expr.contains("inferprobe_ttft_seconds") || expr.contains("inferprobe_e2e_latency_seconds")
+                {
+                    exprs.push(expr.replace("$probe", ".*").replace("$location", ".*"));
+                }
+            }
+        }
+    }
+    assert!(exprs.len() >= 5, "{exprs:?}");
+    for expr in &exprs {
+        assert!(!expr.contains('$'), "a Grafana variable left in {expr}");
+        value_of(expr);
+    }
+
+    // `report --prometheus` reads the native histograms too: percentiles, and attainment
+    // of each probe's TTFT target (chat's 1 s always met, slow's 2 s never).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args([
+            "report",
+            "--prometheus",
+            &format!("http://{p}"),
+            "--since",
+            "2m",
+            "--format",
+            "json",
+            "-c",
+        ])
+        .arg(&probes)
+        .output()
+        .unwrap();
+    drop(prometheus);
+    drop(agent);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        problems.is_empty(),
+        "no value over native histograms:\n{}",
+        problems.join("\n")
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |probe: &str| {
+        report["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["probe"] == probe)
+            .unwrap_or_else(|| panic!("no row for {probe}: {report:#}"))
+            .clone()
+    };
+    let (chat, slow) = (row("chat"), row("slow"));
+    for field in ["ttft_seconds", "total_seconds"] {
+        for q in ["p50", "p95", "p99"] {
+            let v = chat[field][q].as_f64();
+            assert!(
+                v.is_some_and(|v| (0.28..1.0).contains(&v)),
+                "chat {field} {q}: {chat:#}"
+            );
+        }
+    }
+    let p95 = slow["ttft_seconds"]["p95"].as_f64();
+    assert!(p95.is_some_and(|v| (2.0..3.0).contains(&v)), "{slow:#}");
+    let attained = chat["ttft_slo_attainment"].as_f64();
+    assert!(attained.is_some_and(|a| a > 0.99), "{chat:#}");
+    assert_eq!(slow["ttft_slo_attainment"].as_f64(), Some(0.0), "{slow:#}");
 }
