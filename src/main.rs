@@ -168,6 +168,8 @@ enum Command {
         #[command(flatten)]
         request: ReportRequest,
     },
+    /// Print the JSON Schema of probes.yaml, with which editors check it as you type.
+    Schema,
     /// Run the simulator and the daemon together against a built-in config.
     Demo {
         /// Address the demo agent serves its status page, API and metrics on.
@@ -346,6 +348,7 @@ fn main() -> ExitCode {
             } => cli::once::run(&config, &probe, format, location).await,
             Command::Simulate { listen, script } => cli::simulate::run(listen, script).await,
             Command::Report { config, request } => cli::report::run(&config, request).await,
+            Command::Schema => cli::schema::run(),
             Command::Demo {
                 listen,
                 sim_listen,

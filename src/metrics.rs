@@ -2,20 +2,31 @@
 //! metrics. Consumes `&Outcome`; never sees probes or the scheduler.
 //!
 //! Labels come from a closed set: probe, kind, model, location, the user's static labels,
-//! plus prompt_bucket on per-run series and result/reason on the run counter. Failed runs
-//! count toward availability (`inferprobe_runs_total{result="failure"}`) and stay out of
-//! the latency histograms, so a fast error never improves a percentile.
+//! plus result/reason on the run counter (and, at `full` detail, prompt_bucket and
+//! image_bucket on runs and TTFT). Failed runs count toward availability
+//! (`inferprobe_runs_total{result="failure"}`) and stay out of the latency histograms, so
+//! a fast error never improves a percentile.
+//!
+//! Every series costs the user storage, so by default (`metrics.detail: basic`) a probe
+//! exposes only what availability and latency SLOs need: runs, skipped runs, up, the last
+//! run and success, TTFT and total; the rest is at `full` detail, per probe
+//! ([`ProbeIdentity::full_metrics`]) and for the agent's own schedule lag. docs/metrics.md
+//! lists which series is where, and tests/series_budget.rs pins the counts.
 
-use std::sync::atomic::AtomicU64;
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder, prometheus_text, text};
+use prometheus_client::encoding::{
+    EncodeLabel, EncodeLabelSet, LabelSetEncoder, prometheus_protobuf, prometheus_text, text,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -28,8 +39,11 @@ use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
 #[derive(Debug, Clone)]
 struct Labels {
     probe: Arc<ProbeIdentity>,
-    extra: [(&'static str, &'static str); 4],
+    extra: Extra,
 }
+
+/// A series' labels beyond the probe's own: up to four (name, value), empty names unused.
+type Extra = [(&'static str, &'static str); 4];
 
 /// The exported parts of a series' labels.
 type LabelKey<'a> = (
@@ -98,8 +112,12 @@ impl EncodeLabelSet for Labels {
 }
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// Latency buckets from 5 ms to 120 s: fine where interactive TTFT lives (0.1-2 s),
-/// coarse where long generations end.
+/// TTFT and total, the SLO histograms every probe has: nine bounds (ten buckets with
+/// +Inf), 50 ms to 20 s, doubling where LLM targets are set (0.5, 1, 2, 4, 8 s). `2` must
+/// stay a bound: the shipped recording rules measure the 2 s TTFT target with it.
+pub const SLO_BUCKETS: [f64; 9] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 20.0];
+/// Finer latency buckets for the `full` detail's TTFB and server-reported durations,
+/// 5 ms to 120 s.
 pub const LATENCY_BUCKETS: [f64; 15] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 2.0, 4.0, 8.0, 30.0, 120.0,
 ];
@@ -112,6 +130,32 @@ pub const TOKEN_BUCKETS: [f64; 13] = [
 const OUTPUT_TOKEN_BUCKETS: [f64; 12] = [
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
 ];
+
+/// TTFT and total also keep a native histogram, sent only to scrapers that negotiate the
+/// protobuf format (the text formats carry the classic buckets alone).
+///
+/// Schema 3: each bucket is 2^(1/8) ≈ 1.09 times the one below, so a quantile is known
+/// to within about ±4.5 %: finer than any LLM latency target needs (they differ by 25 % or
+/// more: 1.5 s vs 2 s TTFT), where the ten classic buckets leave a factor of two between
+/// 1, 2, 4 and 8 s. At most 40 buckets: at schema 3 they span a factor of 32 (300 ms to
+/// 10 s), which a probe's TTFT rarely leaves; a wider spread (a cold start of minutes)
+/// halves the resolution instead of adding buckets, once per doubling of the span, so a
+/// histogram never holds more than ~40 × 16 bytes. Durations under 1 ms may be merged into
+/// the zero bucket first: no LLM answer is that fast, so that resolution is worth nothing.
+fn slo_native() -> NativeHistogramConfig {
+    NativeHistogramConfig::with_schema(SLO_NATIVE_SCHEMA)
+        .max_buckets(SLO_NATIVE_MAX_BUCKETS)
+        .max_zero_threshold(0.001)
+}
+
+/// See [`slo_native`].
+pub const SLO_NATIVE_SCHEMA: i8 = 3;
+/// See [`slo_native`].
+pub const SLO_NATIVE_MAX_BUCKETS: usize = 40;
+
+fn slo_histogram() -> Histogram {
+    Histogram::new_classic_and_native(SLO_BUCKETS, slo_native())
+}
 
 fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
@@ -150,7 +194,13 @@ pub struct Metrics {
     phase: HistogramFamily,
     output_tokens: HistogramFamily,
     server_reported: HistogramFamily,
-    schedule_lag: Histogram,
+    schedule_lag: Family<AgentLabels, Histogram, fn() -> Histogram>,
+    /// `agent.metrics.detail: full`: the agent's schedule lag is exposed.
+    agent_full: AtomicBool,
+    /// Every set of per-series labels (bucket, result, phase, stage...) recorded so far,
+    /// from closed sets so a few dozen at most: what [`Metrics::forget`] removes a probe's
+    /// series by, as a family can only remove a label set it is given.
+    extras_seen: Mutex<HashSet<Extra>>,
     probes: Gauge,
     reload_success: Gauge,
     reload_time: FloatGauge,
@@ -183,15 +233,17 @@ impl Metrics {
             up: Family::default(),
             last_run: Family::default(),
             last_success: Family::default(),
-            e2e: histogram_family(latency_histogram),
+            e2e: histogram_family(slo_histogram),
             ttfb: histogram_family(latency_histogram),
-            ttft: histogram_family(latency_histogram),
+            ttft: histogram_family(slo_histogram),
             tpot: histogram_family(token_histogram),
             chunk_gap: histogram_family(token_histogram),
             phase: histogram_family(phase_histogram),
             output_tokens: histogram_family(output_token_histogram),
             server_reported: histogram_family(latency_histogram),
-            schedule_lag: token_histogram(),
+            schedule_lag: Family::new_with_constructor(token_histogram as fn() -> Histogram),
+            agent_full: AtomicBool::new(false),
+            extras_seen: Mutex::default(),
             probes: Gauge::default(),
             reload_success: Gauge::default(),
             reload_time: FloatGauge::default(),
@@ -408,49 +460,53 @@ impl Metrics {
                 .inc();
             return;
         }
+        let full = outcome.probe.full_metrics;
         let probe = Labels::probe(&outcome.probe);
-        // The image bucket only where images are sent: `none` on every text probe
-        // would double nothing but the series count.
-        let run = match obs.image_bucket {
-            "none" => probe.with("prompt_bucket", obs.prompt_bucket),
-            image => probe
+        // At full detail, runs and TTFT are split by prompt size, and by image size
+        // where images are sent (`none` on every text probe would double nothing but
+        // the series count).
+        let run = match (full, obs.image_bucket) {
+            (false, _) => probe.clone(),
+            (true, "none") => probe.with("prompt_bucket", obs.prompt_bucket),
+            (true, image) => probe
                 .with("prompt_bucket", obs.prompt_bucket)
                 .with("image_bucket", image),
         };
 
         let started = unix_seconds(outcome.started_at);
         self.last_run.get_or_create(&probe).set(started);
-        self.schedule_lag.observe(outcome.schedule_lag.as_secs_f64());
-
-        match obs.failure() {
-            Some(f) => {
-                let counted = run.with("result", "failure").with("reason", f.reason.as_str());
-                self.runs.get_or_create(&counted).inc();
-                self.up.get_or_create(&probe).set(0);
-                return;
-            }
-            None => {
-                let counted = run.with("result", "success").with("reason", "none");
-                self.runs.get_or_create(&counted).inc();
-                self.up.get_or_create(&probe).set(1);
-                self.last_success.get_or_create(&probe).set(started);
-            }
+        if self.agent_full.load(Ordering::Relaxed) {
+            self.schedule_lag
+                .get_or_create(&Vec::new())
+                .observe(outcome.schedule_lag.as_secs_f64());
         }
 
-        let observe = |family: &HistogramFamily, d: Option<Duration>| {
-            if let Some(d) = d {
-                family.get_or_create(&run).observe(d.as_secs_f64());
-            }
+        let counted = match obs.failure() {
+            Some(f) => run.with("result", "failure").with("reason", f.reason.as_str()),
+            None => run.with("result", "success").with("reason", "none"),
         };
-        // Only TTFT is split by prompt and image size (prefill and upload grow with
-        // them); the rest is per probe, to keep series few.
-        observe(&self.ttft, obs.ttft());
+        self.seen(&counted);
+        self.runs.get_or_create(&counted).inc();
+        if obs.failure().is_some() {
+            self.up.get_or_create(&probe).set(0);
+            return;
+        }
+        self.up.get_or_create(&probe).set(1);
+        self.last_success.get_or_create(&probe).set(started);
+
+        if let Some(d) = obs.ttft() {
+            self.seen(&run);
+            self.ttft.get_or_create(&run).observe(d.as_secs_f64());
+        }
         let per_probe = |family: &HistogramFamily, d: Option<Duration>| {
             if let Some(d) = d {
                 family.get_or_create(&probe).observe(d.as_secs_f64());
             }
         };
         per_probe(&self.e2e, obs.total());
+        if !full {
+            return;
+        }
         per_probe(&self.ttfb, obs.ttfb());
         per_probe(&self.tpot, obs.tpot());
         if !obs.chunk_gaps.is_empty() {
@@ -459,23 +515,20 @@ impl Metrics {
                 h.observe(g.as_secs_f64());
             }
         }
-        if let Some(d) = obs.ready_check {
-            self.phase
-                .get_or_create(&probe.with("phase", "ready"))
-                .observe(d.as_secs_f64());
-        }
-        if !obs.connection_reused {
-            for (name, d) in [("dns", obs.dns()), ("connect", obs.connect()), ("tls", obs.tls())] {
-                if let Some(d) = d {
-                    self.phase
-                        .get_or_create(&probe.with("phase", name))
-                        .observe(d.as_secs_f64());
-                }
+        let phases = [("dns", obs.dns()), ("connect", obs.connect()), ("tls", obs.tls())];
+        let new_connection = phases.iter().filter(|_| !obs.connection_reused);
+        for (name, d) in std::iter::once(&("ready", obs.ready_check)).chain(new_connection) {
+            if let Some(d) = d {
+                let labels = probe.with("phase", name);
+                self.seen(&labels);
+                self.phase.get_or_create(&labels).observe(d.as_secs_f64());
             }
         }
         for (stage, d) in &obs.server_reported {
+            let labels = probe.with("stage", stage);
+            self.seen(&labels);
             self.server_reported
-                .get_or_create(&probe.with("stage", stage))
+                .get_or_create(&labels)
                 .observe(d.as_secs_f64());
         }
         if let (Some(n), Some(_)) = (obs.output_tokens, obs.ttft()) {
@@ -487,20 +540,81 @@ impl Metrics {
         self.skipped.get_or_create(&Labels::probe(probe)).inc_by(ticks);
     }
 
-    /// After a (re)load: the probe count, and the per-probe gauges of probes that are gone
-    /// or changed, so a deleted probe does not stay `up == 0` (and alerting) forever.
-    /// After a (re)load: the probe count, new probes' counters created at zero (so
-    /// rate() sees them before the first skip), removed probes' gauges dropped.
-    pub fn configured(&self, probes: usize, added: &[Arc<ProbeIdentity>], removed: &[Arc<ProbeIdentity>]) {
+    /// After a (re)load: the probe count and the agent's detail; the series of probes
+    /// that went or changed: a probe rebuilt with the same labels and detail keeps its
+    /// counters and histograms (rate() runs on) but loses its gauges, so a deleted probe
+    /// does not stay `up == 0` (and alerting) forever; any other loses every series, so
+    /// none is left stale. New probes' skip counters start at zero, so rate() sees them
+    /// before the first skip.
+    pub fn configured(
+        &self,
+        probes: usize,
+        full_agent_series: bool,
+        added: &[Arc<ProbeIdentity>],
+        removed: &[Arc<ProbeIdentity>],
+    ) {
         self.probes.set(probes as i64);
-        for p in added {
-            self.skipped.get_or_create(&Labels::probe(p)).inc_by(0);
+        self.agent_full.store(full_agent_series, Ordering::Relaxed);
+        if !full_agent_series {
+            self.schedule_lag.clear();
         }
         for p in removed {
             let l = Labels::probe(p);
-            self.up.remove(&l);
-            self.last_run.remove(&l);
-            self.last_success.remove(&l);
+            let continued = added
+                .iter()
+                .any(|a| Labels::probe(a) == l && a.full_metrics == p.full_metrics);
+            if continued {
+                self.up.remove(&l);
+                self.last_run.remove(&l);
+                self.last_success.remove(&l);
+            } else {
+                self.forget(&l);
+            }
+        }
+        for p in added {
+            self.skipped.get_or_create(&Labels::probe(p)).inc_by(0);
+        }
+    }
+
+    /// Notes a per-series label set, for [`Metrics::forget`].
+    fn seen(&self, labels: &Labels) {
+        let mut seen = self.extras_seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(labels.extra);
+    }
+
+    /// Removes every series of one probe (`labels`: the probe's own, no extra).
+    fn forget(&self, labels: &Labels) {
+        let seen: Vec<Extra> = {
+            let seen = self.extras_seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.iter().copied().collect()
+        };
+        self.up.remove(labels);
+        self.last_run.remove(labels);
+        self.last_success.remove(labels);
+        self.runs.remove(labels);
+        self.skipped.remove(labels);
+        let histograms = [
+            &self.e2e,
+            &self.ttfb,
+            &self.ttft,
+            &self.tpot,
+            &self.chunk_gap,
+            &self.phase,
+            &self.output_tokens,
+            &self.server_reported,
+        ];
+        for family in histograms {
+            family.remove(labels);
+        }
+        for extra in seen {
+            let series = Labels {
+                probe: labels.probe.clone(),
+                extra,
+            };
+            self.runs.remove(&series);
+            for family in histograms {
+                family.remove(&series);
+            }
         }
     }
 
@@ -511,7 +625,6 @@ impl Metrics {
         }
     }
 
-    /// OpenMetrics text, for scrapers that ask for it (Prometheus does).
     /// One delivery attempt's result.
     pub fn notification(&self, receiver: &str, event: &'static str, result: &'static str) {
         self.notifications
@@ -598,10 +711,19 @@ impl Metrics {
             .set(unix_seconds(at));
     }
 
+    /// OpenMetrics text, for scrapers that ask for it (Prometheus does).
     pub fn render_openmetrics(&self) -> String {
         let mut out = String::new();
         text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
+    }
+
+    /// Prometheus's protobuf format (length-delimited `io.prometheus.client.MetricFamily`
+    /// messages), for scrapers that negotiate it: the same series, labels and detail as
+    /// the text formats (one registry), with TTFT and total as native histograms beside
+    /// their classic buckets, as client_golang sends them.
+    pub fn render_protobuf(&self) -> Result<Vec<u8>, EncodeError> {
+        Ok(prometheus_protobuf::encode_to_vec(&self.registry)?)
     }
 
     /// The Prometheus text format 0.0.4, for everything else (curl, promtool).
@@ -611,6 +733,12 @@ impl Metrics {
         out
     }
 }
+
+/// The protobuf exposition could not be built: a histogram created before 1970 by a
+/// clock set wrong, or a count past i64 (the text formats have no such limits).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot encode the metrics as protobuf: {0}")]
+pub struct EncodeError(#[from] prometheus_protobuf::EncodeError);
 
 fn unix_seconds(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
@@ -645,6 +773,7 @@ mod tests {
                 labels: vec![("team".into(), "ml".into())],
                 endpoint: "http://x/".into(),
                 query: String::new(),
+                full_metrics: false,
             }),
             started_at: SystemTime::now(),
             schedule_lag: Duration::ZERO,
@@ -673,11 +802,19 @@ mod tests {
         );
     }
 
+    fn full(mut o: Outcome) -> Outcome {
+        o.probe = Arc::new(ProbeIdentity {
+            full_metrics: true,
+            ..(*o.probe).clone()
+        });
+        o
+    }
+
     #[test]
     fn success_fills_histograms_and_failure_only_counts() {
         let m = Metrics::new("test");
-        m.record(&outcome(None));
-        m.record(&outcome(Some(FailureReason::Http5xx)));
+        m.record(&full(outcome(None)));
+        m.record(&full(outcome(Some(FailureReason::Http5xx))));
         let text = m.render_text();
         assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",prompt_bucket="short",result="success",reason="none"} 1"#), "{text}");
         assert!(text.contains(r#"result="failure",reason="http_5xx"} 1"#));
@@ -689,6 +826,82 @@ mod tests {
     }
 
     #[test]
+    fn the_basic_detail_keeps_what_slos_need_and_nothing_else() {
+        let m = Metrics::new("test");
+        m.record(&outcome(None));
+        m.record(&outcome(Some(FailureReason::Http5xx)));
+        let text = m.render_text();
+        let names: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("inferprobe_") && l.contains("probe=\"chat\""))
+            .filter_map(|l| l.split('{').next())
+            .collect();
+        assert_eq!(
+            names.into_iter().collect::<Vec<_>>(),
+            [
+                "inferprobe_e2e_latency_seconds_bucket",
+                "inferprobe_e2e_latency_seconds_count",
+                "inferprobe_e2e_latency_seconds_sum",
+                "inferprobe_last_run_timestamp_seconds",
+                "inferprobe_last_success_timestamp_seconds",
+                "inferprobe_runs_total",
+                "inferprobe_ttft_seconds_bucket",
+                "inferprobe_ttft_seconds_count",
+                "inferprobe_ttft_seconds_sum",
+                "inferprobe_up",
+            ],
+            "{text}"
+        );
+        // No prompt split, ten buckets, and the schedule lag only at the agent's full detail.
+        assert!(text.contains(r#"inferprobe_runs_total{probe="chat",kind="openai_chat",model="m",location="eu-west",team="ml",result="success",reason="none"} 1"#), "{text}");
+        assert!(!text.contains("prompt_bucket"), "{text}");
+        assert_eq!(
+            text.matches("inferprobe_ttft_seconds_bucket{").count(),
+            10,
+            "{text}"
+        );
+        assert!(!text.contains("schedule_lag_seconds_count"), "{text}");
+        m.configured(1, true, &[], &[]);
+        m.record(&outcome(None));
+        assert!(
+            m.render_text()
+                .contains("inferprobe_schedule_lag_seconds_count{location=\"test\"} 1")
+        );
+        m.configured(1, false, &[], &[]);
+        assert!(!m.render_text().contains("schedule_lag_seconds_count"));
+    }
+
+    #[test]
+    fn a_probe_whose_detail_changes_leaves_no_stale_series() {
+        let m = Metrics::new("test");
+        let before = full(outcome(None));
+        m.record(&before);
+        m.record(&full(outcome(Some(FailureReason::Http5xx))));
+        let after = outcome(None);
+        let (old, new) = (vec![before.probe.clone()], vec![after.probe.clone()]);
+        m.configured(1, false, &new, &old);
+        let text = m.render_text();
+        let of_chat = |t: &str| t.lines().filter(|l| l.contains("probe=\"chat\"")).count();
+        // Only the skip counter, at zero, until the rebuilt probe runs.
+        assert_eq!(of_chat(&text), 1, "{text}");
+        m.record(&after);
+        let text = m.render_text();
+        assert!(
+            !text.contains("prompt_bucket") && !text.contains("ttfb"),
+            "{text}"
+        );
+        assert_eq!(of_chat(&text), 1 + 1 + 3 + 2 * 12, "{text}");
+        // The same labels and detail: counters go on, gauges go until the next run.
+        m.configured(1, false, &new, &new);
+        let text = m.render_text();
+        assert!(text.contains(r#"result="success",reason="none"} 1"#), "{text}");
+        assert!(!text.contains("inferprobe_up{"), "{text}");
+        // A removed probe leaves nothing behind.
+        m.configured(0, false, &[], &new);
+        assert_eq!(of_chat(&m.render_text()), 0);
+    }
+
+    #[test]
     fn series_are_told_apart_by_exported_labels_only() {
         let m = Metrics::new("test");
         let a = outcome(None);
@@ -697,6 +910,7 @@ mod tests {
         b.probe = Arc::new(ProbeIdentity {
             endpoint: "http://elsewhere/".into(),
             query: String::new(),
+            full_metrics: false,
             ..(*a.probe).clone()
         });
         m.record(&a);
@@ -720,5 +934,59 @@ mod tests {
         for line in m.render_text().lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("inferprobe_"), "{line}");
         }
+    }
+
+    fn decode(mut body: &[u8]) -> Vec<prometheus_protobuf::prometheus_data_model::MetricFamily> {
+        let mut families = Vec::new();
+        while !body.is_empty() {
+            families.push(prost::Message::decode_length_delimited(&mut body).unwrap());
+        }
+        families
+    }
+
+    #[test]
+    fn ttft_and_total_go_out_native_in_protobuf_beside_their_classic_buckets() {
+        let m = Metrics::new("test");
+        m.record(&outcome(None));
+        let families = decode(&m.render_protobuf().unwrap());
+        for name in ["inferprobe_ttft_seconds", "inferprobe_e2e_latency_seconds"] {
+            let family = families.iter().find(|f| f.name == name).expect(name);
+            let h = family.metric[0].histogram.as_ref().unwrap();
+            assert_eq!(h.schema, i32::from(SLO_NATIVE_SCHEMA), "{name}");
+            assert_eq!(h.sample_count, 1, "{name}");
+            assert_eq!(h.positive_delta, [1], "{name}");
+            assert_eq!(h.bucket.len(), SLO_BUCKETS.len() + 1, "{name}");
+        }
+        // The text formats have the classic buckets only, as before.
+        let text = m.render_text();
+        assert_eq!(
+            text.matches("inferprobe_ttft_seconds_bucket{").count(),
+            SLO_BUCKETS.len() + 1
+        );
+    }
+
+    #[test]
+    fn no_latency_spread_grows_a_native_histogram_past_its_bucket_bound() {
+        let h = slo_histogram();
+        // A microsecond to three hours, 400 steps of 5 %: ~440 buckets at schema 3.
+        for i in 0..400 {
+            h.observe(1e-6 * 1.05_f64.powi(i));
+        }
+        let mut registry = Registry::default();
+        registry.register("spread", "", h);
+        let families = decode(&prometheus_protobuf::encode_to_vec(&registry).unwrap());
+        let native = families[0].metric[0].histogram.as_ref().unwrap();
+        let mut count = 0_i64;
+        let populated = native
+            .positive_delta
+            .iter()
+            .filter(|d| {
+                count += **d;
+                count > 0
+            })
+            .count();
+        assert!(populated <= SLO_NATIVE_MAX_BUCKETS, "{populated} buckets");
+        assert!(native.schema < i32::from(SLO_NATIVE_SCHEMA), "{}", native.schema);
+        assert_eq!(native.sample_count, 400);
     }
 }

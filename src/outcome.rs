@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Why a run failed: a closed set, so the `reason` label stays bounded. The names are the
-/// label values; README.md documents each one.
+/// label values; docs/measurements.md documents each one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FailureReason {
     /// The host name did not resolve (or resolution timed out).
@@ -327,6 +327,9 @@ pub struct ProbeIdentity {
     /// that differ only there must not look alike. Not in alerts or the API, which
     /// show `endpoint` alone.
     pub query: String,
+    /// Whether the probe exposes every series (`metrics: {detail: full}`) or only those
+    /// availability and latency SLOs need (the default). Not a label.
+    pub full_metrics: bool,
 }
 
 /// One finished run, stamped with who ran what and when. This is what metrics, the store

@@ -413,6 +413,7 @@ mod tests {
             labels: vec![("team".into(), "a-b.c".into())],
             endpoint: "http://x/".into(),
             query: String::new(),
+            full_metrics: false,
         });
         let start = std::time::Instant::now();
         let mut o = Observation::new(start);

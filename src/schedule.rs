@@ -351,6 +351,7 @@ mod tests {
                 labels: vec![],
                 endpoint: "http://x/".into(),
                 query: String::new(),
+                full_metrics: false,
             }),
             takes,
             starts: Mutex::new(Vec::new()),

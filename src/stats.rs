@@ -1,7 +1,7 @@
 //! Figures over a series of runs, shared by the status page and the SLO report:
 //! availability, latency percentiles, SLO attainment and incidents (failing streaks).
 //!
-//! Definitions (README "Status page and report"): percentiles are nearest-rank over
+//! Definitions (docs/api.md, "The SLO report"): percentiles are nearest-rank over
 //! successful runs only (a fast error never improves a latency figure); attainment is
 //! the share of all runs that succeeded at or under the target (a failed run misses every
 //! target: the user waited and got nothing); a 429 counts as a failure for availability,

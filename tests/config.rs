@@ -268,3 +268,177 @@ fn plain_lists_of_prompts_and_images_are_accepted() {
         "{mapping}"
     );
 }
+
+/// `${VAR}` in every string value (issue 14): each key gets the value, `$$` stays a
+/// literal `$`, and only values in the places credentials go become secrets; a model,
+/// a label or a link is shown as it is.
+#[test]
+fn env_vars_fill_every_string_value_and_only_credentials_are_secrets() {
+    use inferprobe::config::KindSpec;
+    use inferprobe::redact::Redactor;
+    let text = r#"
+agent:
+  location: "${REGION}"
+  remote_write:
+    url: "https://${RW_HOST}/api/v1/write"
+    basic_auth: {username: "${RW_USER}", password: "${RW_PASSWORD}"}
+    job: "inferprobe-${REGION}"
+receivers:
+  - {name: pager, kind: pagerduty, routing_key: "${ROUTING_KEY}"}
+  - {name: hook, kind: webhook, url: "https://hooks.example.com/${HOOK_TOKEN}", headers: {X-Token: "${HOOK_HEADER}"}}
+defaults:
+  labels: {team: "${TEAM}"}
+probes:
+  - name: "${PROBE_NAME}"
+    kind: openai_chat
+    url: "https://api.example.com/v1/chat/completions?api-key=${API_KEY}"
+    model: "${MODEL}"
+    headers: {Authorization: "Bearer ${TOKEN}"}
+    prompts: ["Say hi to ${USER_NAME}", "What costs $$5 or $5?"]
+    alert: {runbook_url: "${RUNBOOK_BASE}/chat.md"}
+    tls: {server_name: "${TLS_NAME}"}
+  - name: post
+    kind: http
+    url: http://127.0.0.1:8000/hook
+    body: '{"key": "${BODY_KEY}", "price": "$$9"}'
+"#;
+    let env = |name: &str| {
+        Some(
+            match name {
+                "REGION" => "eu-west",
+                "RW_HOST" => "mimirsecrethost.net",
+                "RW_USER" => "tenant-user-secret",
+                "RW_PASSWORD" => "rw-password-secret",
+                "ROUTING_KEY" => "routing-key-secret",
+                "HOOK_TOKEN" => "hook-token-secret",
+                "HOOK_HEADER" => "hook-header-secret",
+                "TEAM" => "search-and-ranking",
+                "PROBE_NAME" => "chat-eu",
+                "API_KEY" => "query-api-key-secret",
+                "MODEL" => "llama-3.1-70b-instruct",
+                "TOKEN" => "bearer-token-secret",
+                "USER_NAME" => "Ada Lovelace",
+                "RUNBOOK_BASE" => "https://runbooks.example.com/llm",
+                "TLS_NAME" => "api.corp.example",
+                "BODY_KEY" => "body-key-secret",
+                _ => return None,
+            }
+            .to_owned(),
+        )
+    };
+    let config = config::parse(text, Path::new("t.yaml"), &env).unwrap_or_else(|e| panic!("{e}"));
+    let chat = &config.probes[0];
+    assert_eq!(chat.name, "chat-eu");
+    assert_eq!(chat.model.as_deref(), Some("llama-3.1-70b-instruct"));
+    assert_eq!(
+        chat.labels,
+        [("team".to_owned(), "search-and-ranking".to_owned())]
+    );
+    assert_eq!(
+        chat.alert.runbook_url.as_deref(),
+        Some("https://runbooks.example.com/llm/chat.md")
+    );
+    assert_eq!(chat.tls.server_name.as_deref(), Some("api.corp.example"));
+    let KindSpec::OpenAi(spec) = &chat.spec else {
+        panic!("{:?}", chat.spec)
+    };
+    let prompts = format!("{:?}", spec.prompts);
+    assert!(prompts.contains("Say hi to Ada Lovelace"), "{prompts}");
+    // `$$` is a `$`, once: never read again as the start of a reference.
+    assert!(prompts.contains("What costs $5 or $5?"), "{prompts}");
+    let KindSpec::Http(post) = &config.probes[1].spec else {
+        panic!()
+    };
+    assert_eq!(
+        post.body.as_deref(),
+        Some(r#"{"key": "body-key-secret", "price": "$9"}"#)
+    );
+    let rw = config.agent.remote_write.as_ref().unwrap();
+    assert_eq!(rw.job, "inferprobe-eu-west");
+    assert_eq!(rw.host, "mimirsecrethost.net");
+    assert_eq!(config.agent.location.as_deref(), Some("eu-west"));
+
+    let redactor = Redactor::for_config(&config);
+    for secret in [
+        "mimirsecrethost.net",
+        "tenant-user-secret",
+        "rw-password-secret",
+        "routing-key-secret",
+        "hook-token-secret",
+        "hook-header-secret",
+        "query-api-key-secret",
+        "bearer-token-secret",
+        "body-key-secret",
+    ] {
+        assert_eq!(
+            redactor.clean(&format!("echo {secret} end")),
+            "echo <redacted> end",
+            "{secret}"
+        );
+    }
+    for shown in [
+        "llama-3.1-70b-instruct",
+        "search-and-ranking",
+        "https://runbooks.example.com/llm",
+        "api.corp.example",
+        "Ada Lovelace",
+    ] {
+        let text = format!("echo {shown} end");
+        assert_eq!(redactor.clean(&text), text, "{shown}");
+    }
+}
+
+/// A method a letter or two from a standard one is sent as written, with a warning
+/// that names the likely one.
+#[test]
+fn a_misspelt_http_method_is_a_warning_with_the_likely_one() {
+    let text = "probes:\n  - {name: h, kind: http, url: \"http://127.0.0.1:8000/x\", method: PSOT}\n  - {name: p, kind: http, url: \"http://127.0.0.1:8000/x\", method: PURGE}\n";
+    let config = config::parse(text, Path::new("t.yaml"), &no_env).unwrap_or_else(|e| panic!("{e}"));
+    let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "t.yaml:2:67: probe \"h\": probes[0].method: `PSOT` is not a standard HTTP method (it is sent as written); did you mean `POST`?"
+        ]
+    );
+}
+
+/// Substituted once: `$${X}` is the text `${X}`, even in a header (which the checks read
+/// after substitution); and a number key written with a set `${VAR}` says why it fails.
+#[test]
+fn substitution_happens_once_and_number_keys_say_they_take_no_var() {
+    let env = |name: &str| (name == "X" || name == "MAX_TOKENS").then(|| "64".to_owned());
+    let text = "probes:\n  - name: h\n    kind: http\n    url: \"http://127.0.0.1:8000/x\"\n    headers: {X-Template: \"$${X} and ${X}\"}\n";
+    let config = config::parse(text, Path::new("t.yaml"), &env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.probes[0].headers[0].1.expose(), "${X} and 64");
+    let text = "probes:\n  - name: c\n    kind: openai_chat\n    url: \"http://127.0.0.1:8000/v1/chat/completions\"\n    model: m\n    max_tokens: ${MAX_TOKENS}\n";
+    let errors = config::parse(text, Path::new("t.yaml"), &env).unwrap_err();
+    assert_eq!(
+        errors.to_string(),
+        "t.yaml:6:17: probe \"c\": probes[0].max_tokens: only string values take `${VAR}`; `max_tokens` takes a number, written in the file"
+    );
+}
+
+#[test]
+fn history_retention_takes_its_own_range_not_the_schedules_7_days() {
+    let with = |retention: &str| {
+        format!(
+            "agent:\n  history:\n    retention: {retention}\nprobes:\n  - name: h\n    kind: http\n    url: http://127.0.0.1:1/health\n"
+        )
+    };
+    let config = config::parse(&with("90d"), Path::new("t.yaml"), &no_env).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.agent.history.retention.as_secs(), 90 * 86_400);
+    for (bad, message) in [
+        ("401d", "between 1h and 400d"),
+        ("30m", "between 1h and 400d"),
+        ("0s", "longer than zero"),
+    ] {
+        let errors = config::parse(&with(bad), Path::new("t.yaml"), &no_env)
+            .unwrap_err()
+            .0;
+        assert!(
+            errors.iter().any(|e| e.to_string().contains("agent.history.retention") && e.to_string().contains(message)),
+            "{bad}: {errors:?}"
+        );
+    }
+}

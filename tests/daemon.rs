@@ -152,7 +152,8 @@ async fn sighup_with_a_broken_file_keeps_the_running_config_and_a_good_one_appli
         "Reload failed; keeping the running configuration.",
         Duration::from_secs(10),
     );
-    assert!(line.contains("\"problems\":1"), "{line}");
+    // The unknown kind and the missing `url`: every problem of the file in one pass.
+    assert!(line.contains("\"problems\":2"), "{line}");
     assert_eq!(
         metric_sum(&d.metrics(), "inferprobe_config_last_reload_successful", &[]),
         0.0

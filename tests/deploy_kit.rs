@@ -764,11 +764,16 @@ fn the_kustomize_files_hold_together() {
 
 /// The first ```sh block of deploy/README.md after `marker`.
 fn readme_block(marker: &str) -> String {
-    let readme = read("deploy/README.md");
-    let from = readme
+    doc_block("deploy/README.md", marker)
+}
+
+/// The first ```sh block of the doc `path` after `marker`.
+fn doc_block(path: &str, marker: &str) -> String {
+    let doc = read(path);
+    let from = doc
         .find(marker)
-        .unwrap_or_else(|| panic!("deploy/README.md lost {marker:?}"));
-    let rest = &readme[from..];
+        .unwrap_or_else(|| panic!("{path} lost {marker:?}"));
+    let rest = &doc[from..];
     let start = rest.find("```sh\n").expect("a sh block") + "```sh\n".len();
     let end = rest[start..].find("```").expect("the block's end");
     // Blocks inside a list item are indented.
@@ -806,18 +811,24 @@ fn deploy_readme_kubernetes_commands_run_as_written() {
     ) else {
         return;
     };
-    let block = readme_block("## Kubernetes");
-    assert!(block.contains("inferprobe check -c"), "{block}");
-    assert!(block.contains("kubectl kustomize"), "{block}");
-    // Everything but what needs a cluster.
-    let script: String = block
-        .lines()
-        .filter(|l| !l.starts_with("kubectl apply"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let (ok, out) = run_as_written(&script, &repo(""));
-    assert!(ok, "deploy/README's commands failed as written:\n{script}\n{out}");
-    assert!(out.contains("kind: StatefulSet"), "{out}");
+    // deploy/README and docs/regions.md give the same first steps; each is run as written.
+    for (doc, marker) in [
+        ("deploy/README.md", "## Kubernetes"),
+        ("docs/regions.md", "Look, check and apply"),
+    ] {
+        let block = doc_block(doc, marker);
+        assert!(block.contains("inferprobe check -c"), "{doc}: {block}");
+        assert!(block.contains("kubectl kustomize"), "{doc}: {block}");
+        // Everything but what needs a cluster.
+        let script: String = block
+            .lines()
+            .filter(|l| !l.starts_with("kubectl apply"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let (ok, out) = run_as_written(&script, &repo(""));
+        assert!(ok, "{doc}'s commands failed as written:\n{script}\n{out}");
+        assert!(out.contains("kind: StatefulSet"), "{doc}: {out}");
+    }
 }
 
 /// Labels a selector asks for are all on the pod.
@@ -842,13 +853,20 @@ fn regions_added_by_the_documented_step_share_a_cluster_without_clash() {
     assert!(ok, "{out}");
     let step = readme_block("To add one:");
     assert!(step.contains("ap-south"), "{step}");
-    // The top-level README gives the same step.
-    let main = read("README.md");
-    for line in step.lines().filter(|l| !l.starts_with("kubectl")) {
-        assert!(
-            main.contains(line),
-            "README.md lacks deploy/README's step {line:?}"
-        );
+    // docs/regions.md gives the same step, and so does any other doc that shows it.
+    let copy = "cp -r deploy/kubernetes/overlays/";
+    assert!(
+        read("docs/regions.md").contains(copy),
+        "docs/regions.md lacks the step"
+    );
+    for doc in ["README.md", "docs/regions.md"] {
+        let text = read(doc);
+        if !text.contains(copy) {
+            continue;
+        }
+        for line in step.lines().filter(|l| !l.starts_with("kubectl")) {
+            assert!(text.contains(line), "{doc} lacks deploy/README's step {line:?}");
+        }
     }
     for script in [step.clone(), step.replace("ap-south", "me-central")] {
         let (ok, out) = run_as_written(&script, &root);

@@ -362,8 +362,27 @@ fn the_promql_scanner_finds_names_matchers_and_grouping() {
     );
 }
 
-/// Sample name -> every label name seen on its samples, from a text-format scrape.
+/// The histograms a Prometheus with native histograms enabled stores as one native series
+/// under their own name (no `_bucket`/`_count`/`_sum`): the rules and dashboard read them
+/// under that name too, beside the classic series.
+const NATIVE: [&str; 2] = ["inferprobe_ttft_seconds", "inferprobe_e2e_latency_seconds"];
+
+/// Sample name -> every label name seen on its samples, from a text-format scrape; the
+/// native histograms also under their own name, with their `_bucket`'s labels but `le`.
 fn exported(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut series = classic_series(scrape);
+    for name in NATIVE {
+        if let Some(labels) = series.get(&format!("{name}_bucket")) {
+            let mut labels = labels.clone();
+            labels.remove("le");
+            series.insert(name.to_owned(), labels);
+        }
+    }
+    series
+}
+
+/// Sample name -> every label name seen on its samples, as the text format shows them.
+fn classic_series(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut series: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for line in scrape
         .lines()
@@ -457,6 +476,9 @@ fn dashboard_queries(dash: &serde_json::Value) -> Vec<(String, String, Option<St
     }
     out
 }
+
+/// In a panel's title: the panel needs `metrics: {detail: full}` (its description says so).
+const FULL_MARK: &str = "(full detail)";
 
 /// Grafana's interval variables, replaced by a duration so the expression stays PromQL.
 fn without_grafana_intervals(expr: &str) -> String {
@@ -555,17 +577,35 @@ fn the_dashboard_is_importable_and_queries_only_series_and_labels_the_agent_expo
             .any(|e| e.contains("0.95") && e.contains("inferprobe_e2e_latency_seconds_bucket"))
     );
 
-    let queries = dashboard_queries(&dash);
-    let names: BTreeSet<String> = queries
-        .iter()
-        .flat_map(|(_, e, _, _)| scan_promql(&without_grafana_intervals(e)).selectors)
-        .map(|(n, _)| n)
-        .filter(|n| !n.contains(':'))
+    // Panels that need `metrics: {detail: full}` say so in their title, and are checked
+    // against a full scrape; every other query must work on the default detail.
+    let (full_queries, queries): (Vec<_>, Vec<_>) = dashboard_queries(&dash)
+        .into_iter()
+        .partition(|(place, _, _, _)| place.contains(FULL_MARK));
+    let names_of = |queries: &[(String, String, Option<String>, Vec<String>)]| -> BTreeSet<String> {
+        queries
+            .iter()
+            .flat_map(|(_, e, _, _)| scan_promql(&without_grafana_intervals(e)).selectors)
+            .map(|(n, _)| n)
+            .filter(|n| !n.contains(':'))
+            .collect()
+    };
+    let names = names_of(&queries);
+    let full_names = names_of(&full_queries);
+    assert!(!full_queries.is_empty(), "no panel is marked {FULL_MARK:?}");
+    let rule_queries: Vec<_> = rules()
+        .into_iter()
+        .map(|(file, rule)| {
+            let name = rule["record"]
+                .as_str()
+                .or(rule["alert"].as_str())
+                .unwrap()
+                .to_owned();
+            let expr = rule["expr"].as_str().unwrap().to_owned();
+            (format!("{file} rule {name}"), expr, None, Vec::new())
+        })
         .collect();
 
-    // The real agent: streamed text and vision probes, a failing probe paging a webhook,
-    // a KServe probe with a readiness check, and one that overruns its every-second
-    // schedule (skipped ticks), so that every family has samples.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sim = rt.block_on(simulator(Script::default()));
     let hook = FakeReceiver::start(200);
@@ -587,34 +627,123 @@ fn the_dashboard_is_importable_and_queries_only_series_and_labels_the_agent_expo
         ),
     )
     .unwrap();
-    let agent = Daemon::start(&config, &[]);
+    let mut agent = Daemon::start(&config, &[]);
 
     // Wait until every family the dashboard uses has samples carrying every label it
     // uses (skipped ticks, webhook deliveries and a vision run take a few seconds on a
     // loaded machine); check the last scrape anyway.
-    let mut series = BTreeMap::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(45);
-    while std::time::Instant::now() < deadline {
-        series = exported(&agent.metrics());
-        if series.contains_key("inferprobe_runs_total")
-            && names.iter().all(|n| series.contains_key(n))
-            && dashboard_problems(&queries, &series, &recorded()).is_empty()
-        {
-            break;
+    let scrape_until = |agent: &Daemon, queries: &[_], names: &BTreeSet<String>| {
+        let mut series = BTreeMap::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(45);
+        while std::time::Instant::now() < deadline {
+            series = exported(&agent.metrics());
+            if series.contains_key("inferprobe_runs_total")
+                && names.iter().all(|n| series.contains_key(n))
+                && dashboard_problems(queries, &series, &recorded()).is_empty()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
         }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    drop(agent);
-    let _ = std::fs::remove_dir_all(&dir);
+        series
+    };
+    let series = scrape_until(&agent, &queries, &names);
     assert!(
         series.contains_key("inferprobe_runs_total"),
         "the agent never reported a run"
     );
-
     let problems = dashboard_problems(&queries, &series, &recorded());
     assert!(
         problems.is_empty(),
-        "the dashboard queries what the agent does not export:\n{}\n\nexported: {series:#?}",
+        "the dashboard queries what the agent does not export at the default detail:\n{}\n\nexported: {series:#?}",
         problems.join("\n")
     );
+    // A panel marked as needing `full` does need it (the mark is not left over).
+    for (place, _, _, _) in &full_queries {
+        let panel: Vec<_> = full_queries.iter().filter(|q| &q.0 == place).cloned().collect();
+        assert!(
+            !dashboard_problems(&panel, &series, &recorded()).is_empty(),
+            "{place} works at the default detail: drop its {FULL_MARK:?}"
+        );
+    }
+    let default_series = series;
+
+    // The same agent at full detail (agent-wide), by a reload.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "  location: dashboard-test\n",
+            "  location: dashboard-test\n  metrics: {detail: full}\n",
+        ),
+    )
+    .unwrap();
+    agent.signal("HUP");
+    agent.wait_for_log("Configuration reloaded.", Duration::from_secs(10));
+    let series = scrape_until(&agent, &full_queries, &full_names);
+    drop(agent);
+    let _ = std::fs::remove_dir_all(&dir);
+    let problems = dashboard_problems(&full_queries, &series, &recorded());
+    assert!(
+        problems.is_empty(),
+        "the dashboard's full-detail panels query what the agent does not export:\n{}\n\nexported: {series:#?}",
+        problems.join("\n")
+    );
+
+    // The rules need nothing only `full` has: whatever they query that the full scrape
+    // has, the default one has too, with the labels they use (series that appear only
+    // when something happens, such as agent errors, are missing from both alike).
+    let problem_keys = |series| -> BTreeSet<String> {
+        dashboard_problems(&rule_queries, series, &recorded())
+            .into_iter()
+            .map(|p| p.split(" (it has").next().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let only_default = &problem_keys(&default_series) - &problem_keys(&series);
+    assert!(
+        only_default.is_empty(),
+        "rules that need metrics: {{detail: full}}:\n{}",
+        only_default.into_iter().collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// Every rule and dashboard query that reads TTFT or total from their classic series
+/// (`_bucket`, `_count`, `_sum`) reads the native series too: a Prometheus with native
+/// histograms enabled stores only that one (tests/native_histograms.rs evaluates them).
+#[test]
+fn every_query_over_ttft_and_total_also_reads_their_native_histograms() {
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(deploy("grafana/inferprobe.json")).unwrap()).unwrap();
+    let mut queries: Vec<(String, String)> = dashboard_queries(&dash)
+        .into_iter()
+        .map(|(place, expr, _, _)| (place, without_grafana_intervals(&expr)))
+        .collect();
+    queries.extend(rules().into_iter().map(|(file, rule)| {
+        let name = rule["record"].as_str().or(rule["alert"].as_str()).unwrap();
+        (
+            format!("{file} rule {name}"),
+            rule["expr"].as_str().unwrap().to_owned(),
+        )
+    }));
+    let mut problems = Vec::new();
+    let mut read = 0;
+    for (place, expr) in &queries {
+        let names: BTreeSet<String> = scan_promql(expr).selectors.into_iter().map(|(n, _)| n).collect();
+        for native in NATIVE {
+            let classic = ["_bucket", "_count", "_sum"]
+                .iter()
+                .any(|suffix| names.contains(&format!("{native}{suffix}")));
+            if classic {
+                read += 1;
+                if !names.contains(native) {
+                    problems.push(format!("{place}: reads {native} only from its classic series"));
+                }
+            }
+        }
+    }
+    assert!(
+        read >= 10,
+        "only {read} queries read TTFT or total: is the scan still right?"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

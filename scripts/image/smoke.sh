@@ -20,6 +20,16 @@ trap cleanup EXIT
 
 umoci unpack --image "$out/oci:latest" "$work/bundle" >/dev/null
 rootfs=$work/bundle/rootfs
+# rootfs.sh leaves out glibc's gconv modules: right only while nothing calls iconv.
+if command -v nm >/dev/null; then
+  if nm -D --undefined-only "$rootfs/usr/local/bin/inferprobe" | grep -qw 'iconv\(_open\)\?'; then
+    echo "the binary imports iconv, but the image has no gconv modules (scripts/image/rootfs.sh)" >&2
+    exit 1
+  fi
+elif [ "${CI:-}" = true ]; then
+  echo "nm (binutils) is needed to check the binary's imports" >&2
+  exit 1
+fi
 # The image's process: entrypoint + command, environment, user (umoci's runtime config).
 python3 - "$work/bundle/config.json" > "$work/process" <<'PY'
 import json, shlex, sys

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, ProbeConfig, RemoteWriteConfig};
+use crate::config::{Config, MetricsDetail, ProbeConfig, RemoteWriteConfig};
 use crate::metrics::Metrics;
 use crate::net::TlsRoots;
 use crate::notify::{Receiver, ReceiverError};
@@ -309,8 +309,12 @@ impl Agent {
             .collect();
         self.latest
             .configure(config.probes.iter().map(|p| p.name.as_str()));
-        self.metrics
-            .configured(self.probes.len() + built.probes.len(), &added, &retired);
+        self.metrics.configured(
+            self.probes.len() + built.probes.len(),
+            config.agent.metrics == MetricsDetail::Full,
+            &added,
+            &retired,
+        );
         self.paging.configure(config, built.receivers);
         self.history.set_limits(config.agent.history);
         for probe in built.probes {

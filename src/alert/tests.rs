@@ -28,6 +28,7 @@ fn identity(name: &str) -> Arc<ProbeIdentity> {
         labels: vec![("team".into(), "ml".into())],
         endpoint: "https://llm.example.com/v1/chat/completions".into(),
         query: String::new(),
+        full_metrics: false,
     })
 }
 

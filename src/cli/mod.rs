@@ -8,6 +8,7 @@ pub mod demo;
 pub mod logging;
 pub mod once;
 pub mod report;
+pub mod schema;
 pub mod simulate;
 pub mod test_alert;
 

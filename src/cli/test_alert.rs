@@ -60,6 +60,9 @@ pub async fn run(
     let redactor = SharedRedactor::for_config(&config);
     let mut all_ok = true;
     let mut kinds = Vec::new();
+    // Alertmanager expires an alert at its `endsAt`, four re-send intervals ahead (as
+    // notify/alertmanager.rs sets it); with several, the last one to expire is said.
+    let mut am_expiry = std::time::Duration::ZERO;
     for rc in config
         .receivers
         .iter()
@@ -75,6 +78,9 @@ pub async fn run(
         };
         if !kinds.contains(&rc.kind) {
             kinds.push(rc.kind);
+        }
+        if rc.kind == ReceiverKind::Alertmanager {
+            am_expiry = am_expiry.max(4 * rc.resend_interval);
         }
         let n = Notification {
             id: format!(
@@ -102,7 +108,10 @@ pub async fn run(
         }
     }
     if !resolve && all_ok {
-        print!("{}", what_happens_next(&alert.dedup_key, severity, &kinds));
+        print!(
+            "{}",
+            what_happens_next(&alert.dedup_key, severity, &kinds, am_expiry)
+        );
     }
     if all_ok {
         ExitCode::SUCCESS
@@ -112,19 +121,26 @@ pub async fn run(
 }
 
 /// What becomes of the test page, said for each kind of receiver it went to: only
-/// Alertmanager expires an alert by itself.
-fn what_happens_next(key: &str, severity: Severity, kinds: &[ReceiverKind]) -> String {
+/// Alertmanager expires an alert by itself, after `am_expiry`.
+fn what_happens_next(
+    key: &str,
+    severity: Severity,
+    kinds: &[ReceiverKind],
+    am_expiry: std::time::Duration,
+) -> String {
     let severity = severity.as_str();
+    let expiry = humantime::format_duration(am_expiry);
     if kinds == [ReceiverKind::Alertmanager] {
         return format!(
-            "Test alert {key} sent (severity {severity}); Alertmanager expires it in 4 minutes, or run `inferprobe test-alert --resolve`.\n"
+            "Test alert {key} sent (severity {severity}); Alertmanager expires it in {expiry}, or run `inferprobe test-alert --resolve`.\n"
         );
     }
     let mut out = format!("Test alert {key} sent (severity {severity}).\n");
     let mut said = Vec::new();
+    let am_line = format!("Alertmanager expires it in {expiry}.");
     for kind in kinds {
         let line = match kind {
-            ReceiverKind::Alertmanager => "Alertmanager expires it in 4 minutes.",
+            ReceiverKind::Alertmanager => am_line.as_str(),
             ReceiverKind::Pagerduty => {
                 "PagerDuty keeps the incident open until it is resolved (there, or with `--resolve`)."
             }
@@ -148,15 +164,31 @@ mod tests {
     #[test]
     fn each_receiver_kind_is_described_truly() {
         let key = "inferprobe/test/eu";
-        let am = what_happens_next(key, Severity::Critical, &[ReceiverKind::Alertmanager]);
+        let minute = std::time::Duration::from_secs(60);
+        let am = what_happens_next(key, Severity::Critical, &[ReceiverKind::Alertmanager], 4 * minute);
         assert_eq!(
             am,
-            "Test alert inferprobe/test/eu sent (severity critical); Alertmanager expires it in 4 minutes, or run `inferprobe test-alert --resolve`.\n"
+            "Test alert inferprobe/test/eu sent (severity critical); Alertmanager expires it in 4m, or run `inferprobe test-alert --resolve`.\n"
         );
-        let hook = what_happens_next(key, Severity::Critical, &[ReceiverKind::Webhook]);
+        // A shorter resend_interval expires it sooner, and the text says so.
+        let short = what_happens_next(
+            key,
+            Severity::Critical,
+            &[ReceiverKind::Alertmanager],
+            4 * 15 * std::time::Duration::from_secs(1),
+        );
+        assert!(short.contains("expires it in 1m,"), "{short}");
+        let mixed = what_happens_next(
+            key,
+            Severity::Critical,
+            &[ReceiverKind::Webhook, ReceiverKind::Alertmanager],
+            20 * minute,
+        );
+        assert!(mixed.contains("Alertmanager expires it in 20m."), "{mixed}");
+        let hook = what_happens_next(key, Severity::Critical, &[ReceiverKind::Webhook], 4 * minute);
         assert!(!hook.contains("Alertmanager"), "{hook}");
         assert!(hook.contains("Webhooks got one message"), "{hook}");
-        let pd = what_happens_next(key, Severity::Critical, &[ReceiverKind::Pagerduty]);
+        let pd = what_happens_next(key, Severity::Critical, &[ReceiverKind::Pagerduty], 4 * minute);
         assert!(!pd.contains("Alertmanager"), "{pd}");
         assert!(pd.contains("PagerDuty keeps the incident open"), "{pd}");
     }

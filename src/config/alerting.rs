@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_yaml::Value;
 
+use super::schema::{Duration as DurationText, Name};
 use super::{Checker, Secret, suggest, valid_label_value};
 
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
@@ -28,7 +30,7 @@ pub const DEFAULT_RESEND_INTERVAL: Duration = Duration::from_secs(60);
 pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
 /// Where notifications go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReceiverKind {
     Alertmanager,
@@ -68,7 +70,9 @@ pub struct ReceiverConfig {
 }
 
 /// PagerDuty's severities, which Alertmanager routes on too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Critical,
@@ -89,8 +93,9 @@ impl Severity {
 }
 
 /// What a 429 means for the availability alert.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(transform = super::documented_enum)]
 pub enum RateLimited {
     /// The endpoint answers but throttles us: not down; the degraded alert says so.
     #[default]
@@ -136,32 +141,63 @@ impl Slo {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// Where pages go: Alertmanager, PagerDuty, Slack or any webhook.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Receiver")]
 pub(super) struct RawReceiver {
+    /// Unique name, for `alert.receivers`: 1-64 letters, digits, `_`, `-` or `.`.
+    #[schemars(with = "Name")]
     name: String,
+    /// The API it speaks.
     kind: ReceiverKind,
+    /// Where to send: Alertmanager's base URL, the Slack or webhook URL (required but
+    /// for pagerduty). A secret: never shown; e.g. "${SLACK_WEBHOOK_URL}".
     url: Option<String>,
+    /// pagerduty: the integration's routing key, e.g. "${PAGERDUTY_ROUTING_KEY}".
     routing_key: Option<String>,
+    /// Headers sent with each page, e.g. Authorization. Values are secrets.
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// Per attempt (default 10s).
+    #[schemars(with = "Option<DurationText>")]
     timeout: Option<String>,
+    /// Retries back off up to this (default 5m).
+    #[schemars(with = "Option<DurationText>")]
     max_backoff: Option<String>,
+    /// A page not delivered by then is dropped and counted (default 24h).
+    #[schemars(with = "Option<DurationText>")]
     give_up_after: Option<String>,
+    /// A PEM file of extra CA certificates to trust, relative to this file.
     ca_file: Option<String>,
+    /// alertmanager: how often firing alerts are re-sent, at most 5m (default 1m).
+    #[schemars(with = "Option<DurationText>")]
     resend_interval: Option<String>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// When a probe pages. Under `defaults`, every probe inherits it key by key.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Alert")]
 pub(super) struct RawAlert {
+    /// Consecutive failed runs before the down alert fires (default 3).
+    #[schemars(range(min = 1, max = 100))]
     failure_threshold: Option<u32>,
+    /// Consecutive good runs before a firing alert resolves (default 2).
+    #[schemars(range(min = 1, max = 100))]
     success_threshold: Option<u32>,
+    /// Re-notify while an alert keeps firing, at least 1m (default: never).
+    #[schemars(with = "Option<DurationText>")]
     reminder: Option<String>,
+    /// Of the down alert (default critical).
     severity: Option<Severity>,
+    /// Of the degraded alert: SLO missed, or throttled (default warning).
     slo_severity: Option<Severity>,
+    /// A link put in every page.
     runbook_url: Option<String>,
+    /// The receivers to page, by name (default: all).
     receivers: Option<Vec<String>>,
+    /// What an HTTP 429 means: `throttled` (the degraded alert; the default) or `down`.
     rate_limited: Option<RateLimited>,
 }
 
@@ -182,12 +218,24 @@ impl RawAlert {
     }
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+/// Targets: the degraded alert fires when a p95 over the last `window` good runs is
+/// above its target; `availability` is the report's objective.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Slo")]
 pub(super) struct RawSlo {
+    /// LLM kinds: target for the 95th percentile of time to first token, e.g. 2s.
+    #[schemars(with = "Option<DurationText>")]
     ttft_p95: Option<String>,
+    /// Target for the 95th percentile of the whole response time, e.g. 10s.
+    #[schemars(with = "Option<DurationText>")]
     total_p95: Option<String>,
+    /// Good runs the percentiles are taken over (default 20).
+    #[schemars(range(min = 5, max = 10_000))]
     window: Option<u32>,
+    /// The availability objective in percent, e.g. 99.9, for the report (pages go by
+    /// failed runs, not by this).
+    #[schemars(range(min = 50.0, max = 100.0))]
     availability: Option<f64>,
 }
 
@@ -229,27 +277,34 @@ impl Checker<'_> {
         }
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::new();
-        for (i, value) in items.into_iter().enumerate() {
+        for (i, mut value) in items.into_iter().enumerate() {
             let prefix = format!("receivers[{i}]");
-            let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
-                continue;
-            };
-            if let Some(first) = seen.insert(raw.name.clone(), i) {
+            // Before the rest: a receiver whose other keys are refused still has its name.
+            if let Some(name) = value.get("name").and_then(Value::as_str)
+                && let Some(first) = seen.insert(name.to_owned(), i)
+            {
                 self.error(
                     None,
                     &format!("{prefix}.name"),
                     format!("duplicate receiver name; receivers[{first}] has it already"),
                 );
             }
-            if let Some(r) = self.receiver(raw, &prefix) {
+            let kind_known = self.read_kind::<ReceiverKind>(&mut value, &prefix, None, "webhook");
+            let Some(raw) = self.section::<RawReceiver>(value, &prefix, None) else {
+                continue;
+            };
+            if let Some(r) = self.receiver(raw, kind_known, &prefix) {
                 out.push(r);
             }
         }
         (out, names)
     }
 
-    fn receiver(&mut self, raw: RawReceiver, prefix: &str) -> Option<ReceiverConfig> {
+    /// One receiver; `kind_known` from [`Checker::read_kind`]: for a kind that is not
+    /// known, only the keys every kind has are checked.
+    fn receiver(&mut self, raw: RawReceiver, kind_known: bool, prefix: &str) -> Option<ReceiverConfig> {
         let before = self.errors.len();
+        let kind = kind_known.then_some(raw.kind);
         let key = |k: &str| format!("{prefix}.{k}");
         if !valid_label_value(&raw.name) {
             self.error(
@@ -258,10 +313,11 @@ impl Checker<'_> {
                 "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
             );
         }
-        let url_text = match (&raw.url, raw.kind) {
+        let url_text = match (&raw.url, kind) {
             (Some(u), _) => Some(u.clone()),
-            (None, ReceiverKind::Pagerduty) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
-            (None, kind) => {
+            (None, None) => None,
+            (None, Some(ReceiverKind::Pagerduty)) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
+            (None, Some(kind)) => {
                 self.error(
                     None,
                     &key("url"),
@@ -272,18 +328,17 @@ impl Checker<'_> {
         };
         // Never echo the URL in a message: a Slack webhook URL is a secret.
         let url = url_text.and_then(|t| self.secret_url(&key("url"), &t));
-        let routing_key = match (&raw.routing_key, raw.kind) {
-            (Some(k), ReceiverKind::Pagerduty) => self
-                .substitute(None, &key("routing_key"), k)
-                .filter(|k| {
-                    let ok = !k.trim().is_empty();
-                    if !ok {
-                        self.error(None, &key("routing_key"), "is empty");
-                    }
-                    ok
-                })
-                .map(Secret::new),
-            (None, ReceiverKind::Pagerduty) => {
+        let routing_key = match (&raw.routing_key, kind) {
+            (_, None) => None,
+            (Some(k), Some(ReceiverKind::Pagerduty)) => {
+                if k.trim().is_empty() {
+                    self.error(None, &key("routing_key"), "is empty");
+                    None
+                } else {
+                    Some(Secret::new(k.clone()))
+                }
+            }
+            (None, Some(ReceiverKind::Pagerduty)) => {
                 self.error(
                     None,
                     &key("routing_key"),
@@ -291,7 +346,7 @@ impl Checker<'_> {
                 );
                 None
             }
-            (Some(_), kind) => {
+            (Some(_), Some(kind)) => {
                 self.error(
                     None,
                     &key("routing_key"),
@@ -310,7 +365,7 @@ impl Checker<'_> {
         let max_backoff = duration("max_backoff", &raw.max_backoff, DEFAULT_MAX_BACKOFF);
         let give_up_after = duration("give_up_after", &raw.give_up_after, DEFAULT_GIVE_UP_AFTER);
         let resend_interval = duration("resend_interval", &raw.resend_interval, DEFAULT_RESEND_INTERVAL);
-        if raw.resend_interval.is_some() && raw.kind != ReceiverKind::Alertmanager {
+        if raw.resend_interval.is_some() && kind.is_some_and(|k| k != ReceiverKind::Alertmanager) {
             self.error(None, &key("resend_interval"), "only for kind alertmanager");
         } else if resend_interval.is_some_and(|d| d > Duration::from_secs(300)) {
             self.error(
@@ -328,7 +383,7 @@ impl Checker<'_> {
         let url = url?;
         Some(ReceiverConfig {
             name: raw.name,
-            kind: raw.kind,
+            kind: kind?,
             host: url.host().unwrap_or_default().to_owned(),
             url: Secret::new(url.to_string()),
             routing_key,
@@ -440,7 +495,8 @@ impl Checker<'_> {
     /// what comes back keeps only the keys that pass on their own, so a bad default is
     /// not reported again at every probe.
     pub(super) fn defaults_alert(&mut self, raw: RawAlert, receivers: &[String]) -> RawAlert {
-        if self.alert(None, "defaults", raw.clone(), receivers).is_some() {
+        let unsaid = self.unsaid;
+        if self.alert(None, "defaults", raw.clone(), receivers).is_some() && self.unsaid == unsaid {
             return raw;
         }
         let mut passes = |one: RawAlert| {
@@ -502,7 +558,8 @@ impl Checker<'_> {
     /// `defaults.slo`, checked once where it is written; what comes back keeps only the
     /// keys that passed, so a bad default is not reported again at every probe.
     pub(super) fn defaults_slo(&mut self, raw: RawSlo) -> RawSlo {
-        if self.slo(None, "defaults", raw.clone()).is_some() {
+        let unsaid = self.unsaid;
+        if self.slo(None, "defaults", raw.clone()).is_some() && self.unsaid == unsaid {
             return raw;
         }
         let mut passes = |one: RawSlo| {

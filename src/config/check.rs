@@ -1,10 +1,12 @@
 //! The [`Checker`]: where every problem of one file is collected, positioned (through
 //! [`PositionIndex`]) and labelled with its probe and key. Also the checks of the
 //! sections that are not probes (the root, `agent`, `defaults`) and the helpers every
-//! check uses: durations, URLs, headers, `${VAR}` substitution, labels, files. The
-//! per-probe checks are in probe.rs, content.rs and the kinds' own files.
+//! check uses: durations, URLs, headers, labels, files. A section is read past its
+//! problems ([`Checker::section`]), and a key whose problem is said is settled: nothing
+//! more is said about it. The per-probe checks are in probe.rs, content.rs and the
+//! kinds' own files; `${VAR}` is substituted before any of them (env.rs).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -13,13 +15,13 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 use super::alerting::{RawAlert, RawSlo};
-use super::env::substitute_env;
 use super::positions::{
-    PositionIndex, join_path, key_parent, parse_unknown_field, remove_key, strip_location, suggest,
+    PositionIndex, closest, join_path, key_parent, node_mut, parse_unknown_field, remove_key, remove_node,
+    strip_location, suggest,
 };
-use super::raw::{RawAgent, RawDefaults, RawHistory, RawProbe};
+use super::raw::{MetricsDetail, RawAgent, RawDefaults, RawHistory, RawProbe};
 use super::{
-    AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig,
+    AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig, Kind,
     MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_RESPONSE_BYTES, RESERVED_LABELS, Secret, files,
     parse_url, to_uri,
 };
@@ -36,9 +38,31 @@ pub(crate) struct Checker<'a> {
     pub(super) errors: Vec<ConfigError>,
     pub(super) warnings: Vec<ConfigError>,
     pub(super) env: &'a dyn Fn(&str) -> Option<String>,
-    /// The values `env` gave, for [`Config::secrets`].
+    /// The values `env` gave to secret-bearing keys, for [`Config::secrets`].
     pub(super) substituted: Vec<String>,
+    /// Key paths whose value held a `${VAR}` (for "only string values take `${VAR}`").
+    pub(super) templated: HashSet<String>,
+    /// Key paths whose problem is already said (an unset variable, a value of the wrong
+    /// type, a missing key): nothing more is said about them or what is under them, so
+    /// that one mistake is one message while the rest of the file is still checked.
+    pub(super) settled: HashSet<String>,
+    /// Lists one of whose items was refused: what is said about the list as a whole
+    /// (empty, too short) follows from that and is not said again.
+    pub(super) settled_lists: HashSet<String>,
+    /// Problems not said because their key was settled: a value with one is no better
+    /// for it (see [`Checker::passes`]).
+    pub(super) unsaid: usize,
 }
+
+/// What stands in for a required key that is missing, tried in turn until the section
+/// reads (its type is not known here): the checks then run on the rest of the section,
+/// and the key itself is settled.
+const STAND_INS: [fn() -> Value; 4] = [
+    || Value::String(String::new()),
+    || Value::Sequence(Vec::new()),
+    || Value::Mapping(serde_yaml::Mapping::new()),
+    || Value::Number(0.into()),
+];
 
 /// Per-probe values inherited from `defaults:`.
 pub(super) struct Defaults {
@@ -52,6 +76,7 @@ pub(super) struct Defaults {
     pub(super) labels: BTreeMap<String, String>,
     pub(super) alert: RawAlert,
     pub(super) slo: RawSlo,
+    pub(super) metrics: Option<MetricsDetail>,
 }
 
 impl Checker<'_> {
@@ -63,16 +88,40 @@ impl Checker<'_> {
     /// Whether `check` finds no problem, keeping none of its messages: how a bad value
     /// under `defaults`, reported once there, is left out of what the probes inherit.
     pub(super) fn passes(&mut self, check: impl FnOnce(&mut Self)) -> bool {
-        let before = self.errors.len();
+        let (before, unsaid) = (self.errors.len(), self.unsaid);
         check(self);
-        let ok = self.errors.len() == before;
+        let ok = self.errors.len() == before && self.unsaid == unsaid;
         self.errors.truncate(before);
         ok
     }
 
     pub(crate) fn error(&mut self, probe: Option<&str>, key: &str, message: impl Into<String>) {
+        if self.is_settled(key) {
+            self.unsaid += 1;
+            return;
+        }
         let position = self.index().locate(key);
         self.error_at(position, probe, key, message);
+    }
+
+    /// Whether what is wrong with `key` was said already (see [`Checker::settled`]).
+    pub(super) fn is_settled(&self, key: &str) -> bool {
+        if self.settled.is_empty() && self.settled_lists.is_empty() {
+            return false;
+        }
+        if self.settled_lists.contains(key) {
+            return true;
+        }
+        let mut k = key;
+        loop {
+            if self.settled.contains(k) {
+                return true;
+            }
+            match k.rfind(['.', '[']) {
+                Some(i) => k = &k[..i],
+                None => return false,
+            }
+        }
     }
 
     /// Something allowed but risky: `check` prints it, `run` logs it.
@@ -89,6 +138,10 @@ impl Checker<'_> {
         key: &str,
         message: impl Into<String>,
     ) {
+        if self.is_settled(key) {
+            self.unsaid += 1;
+            return;
+        }
         let error = self.problem(position, probe, key, message.into());
         self.errors.push(error);
     }
@@ -110,67 +163,142 @@ impl Checker<'_> {
         }
     }
 
-    /// Deserializes one section, turning serde's message into a positioned error.
+    /// Deserializes one section, every problem reported and positioned. serde stops at
+    /// the first; each time, the key that has it is set aside and the rest read again:
+    /// an unknown key or a value of the wrong type is removed, a missing required key
+    /// filled with a stand-in, and the key settled. So every problem of the section shows
+    /// in one pass (a misspelt key does not hide a missing one), and the checks that
+    /// follow see the section as if the bad key were absent. `None` only when the
+    /// section itself is not a mapping of the expected shape.
     pub(super) fn section<T: serde::de::DeserializeOwned>(
-        &mut self,
-        value: Value,
-        prefix: &str,
-        probe: Option<&str>,
-    ) -> Option<T> {
-        match self.section_past_unknown_keys(value, prefix, probe)? {
-            (v, 0) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// As [`Checker::section`], but what remains once the unknown keys (reported) are
-    /// dropped is returned too, with their count, so that the caller can check it and
-    /// report every problem in one pass (a misspelt key must not hide a missing one).
-    pub(super) fn section_past_unknown_keys<T: serde::de::DeserializeOwned>(
         &mut self,
         mut value: Value,
         prefix: &str,
         probe: Option<&str>,
-    ) -> Option<(T, usize)> {
-        // serde stops at the first unknown key; drop it and try again, so that every
-        // misspelt key of the section is reported at once.
-        let mut unknown_keys = 0;
-        loop {
+    ) -> Option<T> {
+        // Items removed from lists, by list path: later errors in the list count from the
+        // file's items, not from those left.
+        let mut removed: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut stand_ins: HashMap<String, usize> = HashMap::new();
+        for _ in 0..64 {
             let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
-                Ok(v) => return Some((v, unknown_keys)),
+                Ok(v) => return Some(v),
                 Err(e) => e,
             };
-            let inner = e.path().to_string();
-            let key = join_path(prefix, if inner == "." { "" } else { &inner });
+            let at = e.path().to_string();
+            let at = if at == "." { String::new() } else { at };
+            let in_file = path_in_file(&at, &removed);
+            let key = join_path(prefix, &in_file);
             // In YAML words: keys and values, not fields and variants.
             let message = strip_location(&e.into_inner().to_string())
                 .replace("missing field", "missing key")
                 .replace("unknown variant", "unknown value");
-            let Some((unknown, expected)) = parse_unknown_field(&message) else {
-                let message = with_fix(&key, message);
-                self.error(probe, &key, message);
-                return None;
-            };
-            let parent = key_parent(&key, &unknown);
-            let message = match suggest(&unknown, &expected) {
-                Some(s) => format!("unknown key `{unknown}`; did you mean `{s}`?"),
-                None => format!("unknown key `{unknown}`; expected one of {}", expected.join(", ")),
-            };
-            let path = join_path(&parent, &unknown);
-            let position = self.index().locate_key(&path);
-            self.error_at(position, probe, &path, message);
-            unknown_keys += 1;
-            let within = parent
-                .strip_prefix(prefix)
-                .unwrap_or(&parent)
-                .trim_start_matches('.');
-            if unknown_keys > 50 || !remove_key(&mut value, within, &unknown) {
+            if let Some((unknown, expected)) = parse_unknown_field(&message) {
+                let parent = key_parent(&key, &unknown);
+                let message = match suggest(&unknown, &expected) {
+                    Some(s) => format!("unknown key `{unknown}`; did you mean `{s}`?"),
+                    None => format!("unknown key `{unknown}`; expected one of {}", expected.join(", ")),
+                };
+                let path = join_path(&parent, &unknown);
+                let position = self.index().locate_key(&path);
+                self.error_at(position, probe, &path, message);
+                let within = key_parent(&at, &unknown);
+                if !remove_key(&mut value, &within, &unknown) {
+                    return None;
+                }
+                continue;
+            }
+            if let Some(missing) = message
+                .strip_prefix("missing key `")
+                .and_then(|m| m.strip_suffix('`'))
+            {
+                let within = join_path(&at, missing);
+                let path = join_path(prefix, &join_path(&in_file, missing));
+                if !self.is_settled(&path) {
+                    self.error(probe, &key, message.clone());
+                }
+                self.settled.insert(path);
+                let Some(Value::Mapping(map)) = node_mut(&mut value, &at) else {
+                    return None;
+                };
+                map.insert(Value::String(missing.to_owned()), STAND_INS[0]());
+                stand_ins.insert(within, 0);
+                continue;
+            }
+            if let Some(tried) = stand_ins.get_mut(&at) {
+                // The stand-in is not of the key's type: the next one.
+                *tried += 1;
+                let (Some(stand_in), Some(node)) = (STAND_INS.get(*tried), node_mut(&mut value, &at)) else {
+                    return None;
+                };
+                *node = stand_in();
+                continue;
+            }
+            if at.is_empty() {
+                self.error(probe, &key, with_fix(&key, message));
                 return None;
             }
+            if self.templated.contains(&key) && message.starts_with("invalid type: string") {
+                // `max_tokens: ${MAX_TOKENS}`: said here, instead of the variable's
+                // being unset, if it is (once set, this would be the next message).
+                self.settled.remove(&key);
+                self.errors.retain(|e| e.key != key);
+                self.error(probe, &key, only_strings(&key, &message));
+            } else {
+                self.error(probe, &key, with_fix(&key, message));
+            }
+            self.settled.insert(key.clone());
+            if let Some((list, _)) = key.rsplit_once('[').filter(|_| key.ends_with(']')) {
+                self.settled_lists.insert(list.to_owned());
+            }
+            if !remove_node(&mut value, &at) {
+                return None;
+            }
+            if let Some((list, index)) = at.rsplit_once('[').filter(|_| at.ends_with(']')) {
+                let index = in_file.rsplit_once('[').map_or(index, |(_, i)| i);
+                if let Ok(i) = index.trim_end_matches(']').parse::<usize>() {
+                    let gone = removed.entry(list.to_owned()).or_default();
+                    gone.push(i);
+                    gone.sort_unstable();
+                }
+            }
         }
+        None
     }
 
-    pub(super) fn check_root(&mut self, root: Value) -> Option<Config> {
+    /// Whether the `kind` of a probe or a receiver is known, read before the rest of it:
+    /// an unknown or missing kind is reported, and replaced in `value` by `stand_in`, so
+    /// that the section reads and the keys every kind has are still checked (the caller
+    /// then does not use the raw kind).
+    pub(super) fn read_kind<K: serde::de::DeserializeOwned>(
+        &mut self,
+        value: &mut Value,
+        prefix: &str,
+        probe: Option<&str>,
+        stand_in: &str,
+    ) -> bool {
+        let Value::Mapping(map) = value else {
+            return false;
+        };
+        let key = format!("{prefix}.kind");
+        match map.get("kind") {
+            None => self.error(probe, prefix, "missing key `kind`"),
+            Some(v) => match serde_yaml::from_value::<K>(v.clone()) {
+                Ok(_) => return true,
+                Err(e) => {
+                    let message = strip_location(&e.to_string()).replace("unknown variant", "unknown value");
+                    let message = with_fix(&key, message);
+                    self.error(probe, &key, message);
+                }
+            },
+        }
+        self.settled.insert(key);
+        map.insert("kind".into(), stand_in.into());
+        false
+    }
+
+    pub(super) fn check_root(&mut self, mut root: Value) -> Option<Config> {
+        self.substitute_all(&mut root);
         let Value::Mapping(map) = root else {
             self.error(
                 None,
@@ -203,6 +331,10 @@ impl Checker<'_> {
         }
         let agent = self.check_agent(agent);
         let mut defaults = self.check_defaults(defaults);
+        // `agent.metrics` is agent-wide: what probes get when `defaults` does not say.
+        if let (Some(d), Some(a)) = (defaults.as_mut(), agent.as_ref()) {
+            d.metrics = d.metrics.or(Some(a.metrics));
+        }
         let (receivers, receiver_names) = self.receivers(receivers);
         if let Some(d) = defaults.as_mut() {
             d.alert = self.defaults_alert(std::mem::take(&mut d.alert), &receiver_names);
@@ -220,7 +352,7 @@ impl Checker<'_> {
         };
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::new();
-        for (i, value) in probes.into_iter().enumerate() {
+        for (i, mut value) in probes.into_iter().enumerate() {
             let prefix = format!("probes[{i}]");
             // The name, when there is one, labels every message about this probe.
             let name = value.get("name").and_then(Value::as_str).map(str::to_owned);
@@ -233,16 +365,13 @@ impl Checker<'_> {
                     format!("duplicate name; probes[{first}] has it already"),
                 );
             }
-            let Some((raw, unknown_keys)) =
-                self.section_past_unknown_keys::<RawProbe>(value, &prefix, name.as_deref())
-            else {
+            let kind_known = self.read_kind::<Kind>(&mut value, &prefix, name.as_deref(), "http");
+            let Some(raw) = self.section::<RawProbe>(value, &prefix, name.as_deref()) else {
                 continue;
             };
-            // Checked even with unknown keys (the file is refused anyway), so that every
-            // problem shows in one pass.
-            if let Some(p) = self.check_probe(raw, &prefix, defaults.as_ref(), &receiver_names)
-                && unknown_keys == 0
-            {
+            // Checked even after a problem in the section (the file is refused anyway,
+            // and the key that had it is settled), so that every problem shows in one pass.
+            if let Some(p) = self.check_probe(raw, kind_known, &prefix, defaults.as_ref(), &receiver_names) {
                 out.push(p);
             }
         }
@@ -265,21 +394,19 @@ impl Checker<'_> {
                 external_url: None,
                 remote_write: None,
                 history: HistoryConfig::default(),
+                metrics: MetricsDetail::default(),
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
-        // `${VAR}` first (one file for every region: `external_url: "${EXTERNAL_URL}"`),
-        // then the checks, on the value the agent will use.
-        let location = raw
-            .location
-            .and_then(|l| self.substitute_plain("agent.location", &l));
-        let listen = raw.listen.and_then(|l| self.substitute_plain("agent.listen", &l));
-        let data_dir = raw
-            .data_dir
-            .and_then(|d| self.substitute_plain("agent.data_dir", &d));
-        let external_url = raw
-            .external_url
-            .and_then(|u| self.substitute_plain("agent.external_url", &u));
+        // Values after `${VAR}` (one file for every region: `external_url:
+        // "${EXTERNAL_URL}"`): the checks see the value the agent will use.
+        let RawAgent {
+            location,
+            listen,
+            data_dir,
+            external_url,
+            ..
+        } = raw;
         let location = location.filter(|l| {
             let ok = valid_label_value(l);
             if !ok {
@@ -324,13 +451,14 @@ impl Checker<'_> {
             history,
             data_dir,
             external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
+            metrics: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
         })
     }
 
     pub(super) fn history(&mut self, raw: RawHistory) -> HistoryConfig {
         let mut history = HistoryConfig::default();
         if let Some(r) = raw.retention
-            && let Some(d) = self.duration(None, "agent.history.retention", &r)
+            && let Some(d) = self.any_duration(None, "agent.history.retention", &r)
         {
             if (Duration::from_secs(3600)..=Duration::from_secs(400 * 86_400)).contains(&d) {
                 history.retention = d;
@@ -379,18 +507,18 @@ impl Checker<'_> {
             }
             b => b.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
         };
-        // Headers too: a bad name or an unset `${VAR}` is said once, not once per probe.
+        // Headers too: a bad name or value is said once, not once per probe.
         let mut headers = raw.headers;
-        headers.retain(|name, template| {
+        headers.retain(|name, value| {
             let path = format!("defaults.headers.{name}");
+            if self.is_settled(&path) {
+                return false;
+            }
             if http::HeaderName::from_str(&name.to_ascii_lowercase()).is_err() {
                 self.error(None, &path, "not a valid HTTP header name");
                 return false;
             }
-            let Some(value) = self.substitute(None, &path, template) else {
-                return false;
-            };
-            if http::HeaderValue::from_str(&value).is_err() {
+            if http::HeaderValue::from_str(value).is_err() {
                 // Do not echo the value: it may be a secret.
                 self.error(
                     None,
@@ -425,17 +553,25 @@ impl Checker<'_> {
             labels,
             alert: raw.alert.unwrap_or_default(),
             slo,
+            metrics: raw.metrics.and_then(|m| m.detail),
         })
     }
 
     pub(super) fn duration(&mut self, probe: Option<&str>, key: &str, s: &str) -> Option<Duration> {
+        let d = self.any_duration(probe, key, s)?;
+        if d > MAX_DURATION {
+            self.error(probe, key, "must be at most 7 days");
+            return None;
+        }
+        Some(d)
+    }
+
+    /// A positive duration of any length: for the few keys whose bound is not the
+    /// schedule's 7 days (the history's retention, up to 400 days).
+    pub(super) fn any_duration(&mut self, probe: Option<&str>, key: &str, s: &str) -> Option<Duration> {
         match humantime::parse_duration(s.trim()) {
             Ok(d) if d.is_zero() => {
                 self.error(probe, key, "must be longer than zero");
-                None
-            }
-            Ok(d) if d > MAX_DURATION => {
-                self.error(probe, key, "must be at most 7 days");
                 None
             }
             Ok(d) => Some(d),
@@ -453,11 +589,10 @@ impl Checker<'_> {
         }
     }
 
-    /// A URL to dial, after `${VAR}`, through the one strict parser ([`parse_url`]).
+    /// A URL to dial (after `${VAR}`), through the one strict parser ([`parse_url`]).
     /// Messages never echo it: it may hold a secret.
-    pub(super) fn url(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<http::Uri> {
-        let text = self.substitute(probe, key, template)?;
-        match parse_url(&text).and_then(|u| to_uri(&u)) {
+    pub(super) fn url(&mut self, probe: Option<&str>, key: &str, text: &str) -> Option<http::Uri> {
+        match parse_url(text).and_then(|u| to_uri(&u)) {
             Ok(uri) => Some(uri),
             Err(e) => {
                 self.error(probe, key, e.to_string());
@@ -511,16 +646,13 @@ impl Checker<'_> {
     ) -> Vec<(http::HeaderName, Secret)> {
         self.duplicate_headers(probe, prefix, raw);
         let mut headers = Vec::new();
-        for (name, template) in raw {
+        for (name, value) in raw {
             let path = format!("{prefix}.{name}");
             let Ok(header) = http::HeaderName::from_str(&name.to_ascii_lowercase()) else {
                 self.error(probe, &path, "not a valid HTTP header name");
                 continue;
             };
-            let Some(value) = self.substitute(probe, &path, template) else {
-                continue;
-            };
-            if http::HeaderValue::from_str(&value).is_err() {
+            if http::HeaderValue::from_str(value).is_err() {
                 // Do not echo the value: it may be a secret.
                 self.error(
                     probe,
@@ -529,7 +661,7 @@ impl Checker<'_> {
                 );
                 continue;
             }
-            headers.push((header, Secret::new(value)));
+            headers.push((header, Secret::new(value.clone())));
         }
         headers
     }
@@ -549,40 +681,8 @@ impl Checker<'_> {
     }
 
     /// A URL that may hold a secret (a Slack webhook, credentials): checked, never echoed.
-    pub(super) fn secret_url(&mut self, key: &str, template: &str) -> Option<http::Uri> {
-        self.url(None, key, template)
-    }
-
-    /// Replaces `${NAME}` with the environment's value; `$$` is a literal `$`. A missing
-    /// variable is an error. Values are never echoed in messages.
-    pub(super) fn substitute(&mut self, probe: Option<&str>, key: &str, template: &str) -> Option<String> {
-        let used = std::cell::RefCell::new(Vec::new());
-        let env = |name: &str| {
-            let value = (self.env)(name);
-            used.borrow_mut().extend(value.clone());
-            value
-        };
-        let result = substitute_env(template, &env);
-        self.substituted.extend(used.into_inner());
-        match result {
-            Ok(s) => Some(s),
-            Err(message) => {
-                self.error(probe, key, message);
-                None
-            }
-        }
-    }
-
-    /// `${VAR}` in a value that is no secret (a link in pages, a region's name): the
-    /// value is shown as it is, so it is not remembered for redaction.
-    pub(super) fn substitute_plain(&mut self, key: &str, template: &str) -> Option<String> {
-        match substitute_env(template, self.env) {
-            Ok(s) => Some(s),
-            Err(message) => {
-                self.error(None, key, message);
-                None
-            }
-        }
+    pub(super) fn secret_url(&mut self, key: &str, text: &str) -> Option<http::Uri> {
+        self.url(None, key, text)
     }
 
     pub(super) fn labels(&mut self, probe: Option<&str>, prefix: &str, labels: &BTreeMap<String, String>) {
@@ -645,10 +745,49 @@ const DURATION_KEYS: [&str; 7] = [
     "total_p95",
 ];
 
+/// `at`, a path in a section from which list items were removed, as a path in the file.
+fn path_in_file(at: &str, removed: &HashMap<String, Vec<usize>>) -> String {
+    for (list, gone) in removed {
+        let Some(rest) = at.strip_prefix(list.as_str()).and_then(|r| r.strip_prefix('[')) else {
+            continue;
+        };
+        let Some((index, tail)) = rest.split_once(']') else {
+            continue;
+        };
+        let Ok(index) = index.parse::<usize>() else {
+            continue;
+        };
+        // The index-th item of those left, counted among the file's.
+        let in_file = (0..).filter(|i| !gone.contains(i)).nth(index).unwrap_or(index);
+        return format!("{list}[{in_file}]{tail}");
+    }
+    at.to_owned()
+}
+
+/// `max_tokens: ${MAX_TOKENS}`: a key that takes a number or a boolean, written with a
+/// `${VAR}` (which makes it a string).
+fn only_strings(key: &str, message: &str) -> String {
+    let leaf = key.rsplit(['.', ']']).next().unwrap_or_default();
+    let expected = message.rsplit("expected ").next().unwrap_or_default();
+    let takes = if expected.contains("boolean") {
+        "`true` or `false`".to_owned()
+    } else if [
+        "u8", "u16", "u32", "u64", "usize", "i32", "i64", "f64", "integer", "number",
+    ]
+    .iter()
+    .any(|n| expected.contains(n))
+    {
+        "a number".to_owned()
+    } else {
+        expected.to_owned()
+    };
+    format!("only string values take `${{VAR}}`; `{leaf}` takes {takes}, written in the file")
+}
+
 /// serde's message for a bad value, with the fix for the common slips: a duration
-/// written as a bare number, an enumerated value misspelt (`did you mean`). Any other
-/// message is returned as it was.
-fn with_fix(key: &str, message: String) -> String {
+/// written as a bare number, `yes` for a boolean, an enumerated value misspelt (`did
+/// you mean`). Any other message is returned as it was.
+pub(super) fn with_fix(key: &str, message: String) -> String {
     let leaf = key.rsplit(['.', ']']).next().unwrap_or_default();
     if DURATION_KEYS.contains(&leaf)
         && let Some(rest) = message
@@ -671,14 +810,20 @@ fn with_fix(key: &str, message: String) -> String {
                 );
             }
         }
-        let normalized = unknown.to_ascii_lowercase().replace(['-', ' '], "_");
-        let close = expected
-            .iter()
-            .find(|e| **e == normalized)
-            .map(|e| (*e).to_owned())
-            .or_else(|| suggest(&normalized, &expected));
-        if let Some(s) = close {
+        if let Some(s) = closest(unknown, &expected) {
             return format!("unknown value `{unknown}`; did you mean `{s}`?");
+        }
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: string \"")
+        && let Some((word, expected)) = rest.rsplit_once("\", expected ")
+    {
+        match expected {
+            // YAML 1.1's booleans, which YAML 1.2 (and so this file) reads as strings.
+            "a boolean" => return format!("`{word}` is not a boolean; write `true` or `false`"),
+            "u16" if key.contains("status") => return format!("`{word}` is not an HTTP status code"),
+            "u8" | "u16" | "u32" | "u64" | "usize" => return format!("`{word}` is not a whole number"),
+            "f64" => return format!("`{word}` is not a number"),
+            _ => {}
         }
     }
     message

@@ -4,15 +4,16 @@
 
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::check::{Checker, file_message};
-use super::positions::suggest;
+use super::positions::{closest, not_one_of, suggest};
 use super::raw::{RawImages, RawInput, RawPrompts};
 use super::{Kind, MAX_TENSOR_ELEMENTS, files};
 
 /// Prompt length buckets, by estimated tokens: short < 64, medium 64-256, long > 256.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptBucket {
     Short,
@@ -203,11 +204,26 @@ impl Checker<'_> {
         };
         let datatype = raw.datatype.to_ascii_uppercase();
         if !TENSOR_DATATYPES.contains(&datatype.as_str()) {
-            self.error(
-                probe,
-                &format!("{key}.datatype"),
-                format!("`{}` is not one of {}", raw.datatype, TENSOR_DATATYPES.join(", ")),
-            );
+            // The names other frameworks give these types (numpy, torch, ONNX).
+            let alias = match datatype.as_str() {
+                "FLOAT" | "FLOAT32" => Some("FP32"),
+                "HALF" | "FLOAT16" => Some("FP16"),
+                "DOUBLE" | "FLOAT64" => Some("FP64"),
+                "BFLOAT16" => Some("BF16"),
+                "INT" => Some("INT32"),
+                "LONG" => Some("INT64"),
+                "STRING" | "STR" => Some("BYTES"),
+                _ => None,
+            };
+            let list = TENSOR_DATATYPES.join(", ");
+            let message = match alias
+                .map(str::to_owned)
+                .or_else(|| closest(&datatype, TENSOR_DATATYPES))
+            {
+                Some(s) => format!("`{}` is not one of {list}; did you mean `{s}`?", raw.datatype),
+                None => format!("`{}` is not one of {list}", raw.datatype),
+            };
+            self.error(probe, &format!("{key}.datatype"), message);
             return None;
         }
         if raw.shape.is_empty() || raw.shape.iter().any(|d| *d < 1) {
@@ -262,7 +278,7 @@ impl Checker<'_> {
                                 self.error(
                                     probe,
                                     &format!("{key}.layout"),
-                                    format!("`{other}` is not NHWC or NCHW"),
+                                    not_one_of(other, &["NHWC", "NCHW"]),
                                 );
                                 return None;
                             }
@@ -294,7 +310,7 @@ impl Checker<'_> {
                         self.error(
                             probe,
                             &format!("{key}.image"),
-                            format!("`{other}` is not bytes or pixels"),
+                            not_one_of(other, &["bytes", "pixels"]),
                         );
                         return None;
                     }
@@ -393,7 +409,7 @@ impl Checker<'_> {
                 self.error(
                     probe,
                     &format!("{key}.detail"),
-                    format!("`{d}` is not one of low, high, auto"),
+                    not_one_of(d, &["low", "high", "auto"]),
                 );
             }
         }
@@ -415,7 +431,7 @@ impl Checker<'_> {
                 self.error(
                     probe,
                     &format!("{key}.upload"),
-                    format!("`{other}` is not one of multipart, raw"),
+                    not_one_of(other, &["multipart", "raw"]),
                 );
                 Upload::Raw
             }

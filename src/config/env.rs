@@ -1,5 +1,11 @@
-//! `${VAR}` substitution: a pure function of the template and an `env` lookup, so tests
-//! pass a closure instead of touching the process environment.
+//! `${VAR}` substitution: [`substitute_env`], a pure function of the template and an
+//! `env` lookup (so tests pass a closure instead of touching the process environment),
+//! applied to every string value of the file by [`Checker::substitute_all`] before any
+//! section is read; which values were secrets is decided here, by where they went.
+
+use serde_yaml::Value;
+
+use super::check::Checker;
 
 /// Replaces `${NAME}` with `env(NAME)`, `${NAME:-default}` with the default when NAME is
 /// unset or empty; `$$` is a literal `$`.
@@ -43,4 +49,148 @@ pub fn substitute_env(template: &str, env: &dyn Fn(&str) -> Option<String>) -> R
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The values that may carry a credential, by key path: a `${VAR}` put there is a secret
+/// (redacted from everything shown, see `redact::Redactor::for_config`). Elsewhere (a
+/// model, a region, a label, a link) the value is shown as it is.
+fn secret_bearing(path: &str) -> bool {
+    // `probes[3].url` -> ("probes", "url"): a key right under one item of a top list.
+    let item_key = path
+        .split_once('[')
+        .and_then(|(list, rest)| Some((list, rest.split_once("].")?.1)));
+    path.contains(".headers.")
+        || matches!(
+            item_key,
+            Some(("probes", "url" | "body")) | Some(("receivers", "url" | "routing_key"))
+        )
+        || matches!(
+            path,
+            "agent.remote_write.url"
+                | "agent.remote_write.bearer_token"
+                | "agent.remote_write.basic_auth.username"
+                | "agent.remote_write.basic_auth.password"
+        )
+}
+
+impl Checker<'_> {
+    /// `${VAR}` in every string value of the file, once, before any section is read: one
+    /// mechanism for every key (a header, a model, a label, a receiver's URL), so no key
+    /// is left out and none is substituted twice (`$$` stays a literal `$`). A variable
+    /// that is not set is reported at its value, and the key is settled: the checks that
+    /// follow say nothing more about it. Mapping keys (header and label names) are not
+    /// values and are left as written.
+    pub(super) fn substitute_all(&mut self, root: &mut Value) {
+        let Value::Mapping(map) = root else { return };
+        for (key, value) in map.iter_mut() {
+            let Some(key) = key.as_str() else { continue };
+            match (key, value) {
+                ("probes", Value::Sequence(probes)) => {
+                    for (i, probe) in probes.iter_mut().enumerate() {
+                        self.substitute_probe(&format!("probes[{i}]"), probe);
+                    }
+                }
+                (key, value) => self.substitute_node(None, key, value),
+            }
+        }
+    }
+
+    /// A probe's name first, so that the messages about its other values name it.
+    fn substitute_probe(&mut self, prefix: &str, probe: &mut Value) {
+        let Value::Mapping(map) = probe else {
+            return self.substitute_node(None, prefix, probe);
+        };
+        if let Some(name) = map.get_mut("name") {
+            self.substitute_node(None, &format!("{prefix}.name"), name);
+        }
+        let name = map.get("name").and_then(Value::as_str).map(str::to_owned);
+        for (key, value) in map.iter_mut() {
+            match key.as_str() {
+                Some("name") => {}
+                Some(key) => self.substitute_node(name.as_deref(), &format!("{prefix}.{key}"), value),
+                None => {}
+            }
+        }
+    }
+
+    fn substitute_node(&mut self, probe: Option<&str>, path: &str, node: &mut Value) {
+        match node {
+            Value::String(template) if template.contains('$') => {
+                if template.contains("${") {
+                    self.templated.insert(path.to_owned());
+                }
+                let used = std::cell::RefCell::new(Vec::new());
+                let env = |name: &str| {
+                    let value = (self.env)(name);
+                    used.borrow_mut().extend(value.clone());
+                    value
+                };
+                match substitute_env(template, &env) {
+                    Ok(value) => {
+                        *template = value;
+                        if secret_bearing(path) {
+                            self.substituted.extend(used.into_inner());
+                        }
+                    }
+                    Err(message) => {
+                        // Never the value in the message: it may be (part of) a secret.
+                        self.error(probe, path, message);
+                        self.settled.insert(path.to_owned());
+                    }
+                }
+            }
+            Value::Sequence(items) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    self.substitute_node(probe, &format!("{path}[{i}]"), item);
+                }
+            }
+            Value::Mapping(map) => {
+                for (key, value) in map.iter_mut() {
+                    if let Some(key) = key.as_str() {
+                        self.substitute_node(probe, &format!("{path}.{key}"), value);
+                    }
+                }
+            }
+            Value::Tagged(tagged) => self.substitute_node(probe, path, &mut tagged.value),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::secret_bearing;
+
+    #[test]
+    fn secret_bearing_keys_are_the_credentials_places_only() {
+        for path in [
+            "probes[0].url",
+            "probes[12].body",
+            "probes[0].headers.Authorization",
+            "defaults.headers.X-Api-Key",
+            "receivers[1].url",
+            "receivers[0].routing_key",
+            "receivers[0].headers.Authorization",
+            "agent.remote_write.url",
+            "agent.remote_write.bearer_token",
+            "agent.remote_write.basic_auth.password",
+            "agent.remote_write.headers.X-Scope-OrgID",
+        ] {
+            assert!(secret_bearing(path), "{path}");
+        }
+        for path in [
+            "probes[0].model",
+            "probes[0].labels.team",
+            "probes[0].alert.runbook_url",
+            "probes[0].prompts[0]",
+            "probes[0].tls.server_name",
+            "receivers[0].name",
+            "agent.location",
+            "agent.external_url",
+            "agent.remote_write.job",
+            "defaults.labels.url",
+        ] {
+            assert!(!secret_bearing(path), "{path}");
+        }
+    }
 }

@@ -4,7 +4,9 @@
 //! Loading is three steps, so that `inferprobe check` can print every problem at once:
 //! 1. YAML syntax (serde_norway; a syntax error stops here, with its line and column);
 //! 2. each section and each probe is deserialized on its own (unknown keys, wrong types);
-//! 3. semantic checks (durations, URLs, cron, `${ENV}` references, labels, files).
+//! 3. semantic checks (durations, URLs, cron, labels, files).
+//!
+//! `${ENV}` is substituted in every string value before step 2 (env.rs).
 //!
 //! Steps 2 and 3 find the line and column of a key through [`PositionIndex`], built from
 //! the YAML event stream, so every message reads `FILE:LINE:COLUMN: probe "x": key: ...`.
@@ -52,8 +54,12 @@ use positions::{strip_location, suggest};
 mod probe;
 pub(crate) use probe::{Key, SpecKeys};
 mod raw;
+pub use raw::MetricsDetail;
 mod remote_write;
 pub use remote_write::RemoteWriteConfig;
+mod schema;
+pub(crate) use schema::documented_enum;
+pub use schema::json_schema;
 mod url;
 pub use url::{Url, UrlError, parse_url, to_uri};
 
@@ -116,8 +122,9 @@ pub struct Config {
     pub other_shards: Vec<String>,
     /// Allowed but risky settings, positioned like errors.
     pub warnings: Vec<ConfigError>,
-    /// Every value a `${VAR}` put into the file, wherever it went (any part of a URL,
-    /// a header, a key or password): all are treated as secrets.
+    /// Every value a `${VAR}` put where credentials go (any part of a probe's URL or
+    /// body, a header, a receiver's URL or key, remote_write's URL and credentials): all
+    /// are treated as secrets. One put elsewhere (a model, a region, a label) is not.
     pub secrets: Vec<Secret>,
 }
 
@@ -132,6 +139,9 @@ pub struct AgentConfig {
     /// Push our metrics (for agents that cannot be scraped).
     pub remote_write: Option<RemoteWriteConfig>,
     pub history: HistoryConfig,
+    /// `agent.metrics.detail`: the agent's own series, and every probe's unless it or
+    /// `defaults` says otherwise.
+    pub metrics: MetricsDetail,
 }
 
 /// `agent.history`: how much run history the store keeps, by age and by disk use
@@ -275,6 +285,9 @@ pub struct ProbeConfig {
     pub tls: TlsConfig,
     pub alert: AlertConfig,
     pub slo: Slo,
+    /// Which series the probe exposes: its own `metrics.detail`, else `defaults`', else
+    /// the agent's.
+    pub metrics: MetricsDetail,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,
@@ -366,6 +379,10 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         warnings: Vec::new(),
         env,
         substituted: Vec::new(),
+        templated: Default::default(),
+        settled: Default::default(),
+        settled_lists: Default::default(),
+        unsaid: 0,
     };
     // Bounds before any YAML parser runs: see nesting.rs for why.
     let limit = |line, column, message: String| {

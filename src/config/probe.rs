@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::alerting::{RawAlert, RawSlo};
 use super::check::{Checker, Defaults, fmt_duration, valid_label_value};
+use super::positions::closest;
 use super::raw::{RawExpect, RawImages, RawInput, RawProbe, RawTls};
 use super::{
     ANSWER_FINISH_REASONS, DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT,
@@ -23,14 +24,19 @@ use super::{
 use crate::probe::kinds;
 
 impl Checker<'_> {
+    /// The checks of one probe; `kind_known` from [`Checker::read_kind`]: for a kind that
+    /// is not known, the keys every kind has (name, URL, schedule, labels, alerting...)
+    /// are checked and the kind's own skipped.
     pub(super) fn check_probe(
         &mut self,
         raw: RawProbe,
+        kind_known: bool,
         prefix: &str,
         defaults: Option<&Defaults>,
         receivers: &[String],
     ) -> Option<ProbeConfig> {
         let errors_before = self.errors.len();
+        let kind = kind_known.then_some(raw.kind);
         let name = raw.name.clone();
         let p = Some(name.as_str());
         let key = |k: &str| format!("{prefix}.{k}");
@@ -46,11 +52,13 @@ impl Checker<'_> {
         let url = self.url(p, &key("url"), &raw.url);
 
         let model = raw.model.filter(|m| !m.trim().is_empty());
-        if raw.kind.is_llm() && model.is_none() {
+        if let Some(kind) = kind.filter(|k| k.is_llm())
+            && model.is_none()
+        {
             self.error(
                 p,
                 &key("model"),
-                format!("`model` is required for kind {}", raw.kind.as_str()),
+                format!("`model` is required for kind {}", kind.as_str()),
             );
         }
 
@@ -70,7 +78,7 @@ impl Checker<'_> {
         // Prompts and max_tokens are the LLM kinds' keys, handed to their check below, but
         // checked here, in file order, so that a misplaced `prompts` reads before the
         // problems found after it. `defaults.max_tokens` was checked at its own line.
-        let prompts = self.prompts(p, prefix, raw.kind, raw.prompts);
+        let prompts = kind.and_then(|kind| self.prompts(p, prefix, kind, raw.prompts));
 
         let max_tokens = raw
             .max_tokens
@@ -80,7 +88,7 @@ impl Checker<'_> {
             self.error(p, &key("max_tokens"), "must be between 1 and 1000000");
         }
 
-        let expect = self.probe_expect(p, prefix, raw.kind, raw.expect);
+        let expect = self.probe_expect(p, prefix, kind, raw.expect);
 
         let mut labels: BTreeMap<String, String> = defaults.map(|d| d.labels.clone()).unwrap_or_default();
         labels.extend(raw.labels);
@@ -100,24 +108,27 @@ impl Checker<'_> {
 
         let tls = self.probe_tls(p, prefix, raw.tls);
 
-        // The kind's own keys, checked by the kind's own file (probe/kinds.rs dispatches).
-        let spec = kinds::check_spec(
-            self,
-            SpecKeys {
-                probe: p,
-                prefix,
-                kind: raw.kind,
-                url: url.as_ref(),
-                prompts,
-                max_tokens,
-                method: raw.method,
-                body: raw.body,
-                images: raw.images,
-                input: raw.input,
-                ready_check: raw.ready_check,
-                outputs: raw.outputs,
-            },
-        );
+        // The kind's own keys, checked by the kind's own file (probe/kinds.rs dispatches);
+        // not for a kind that is not known.
+        let spec = kind.and_then(|kind| {
+            kinds::check_spec(
+                self,
+                SpecKeys {
+                    probe: p,
+                    prefix,
+                    kind,
+                    url: url.as_ref(),
+                    prompts,
+                    max_tokens,
+                    method: raw.method,
+                    body: raw.body,
+                    images: raw.images,
+                    input: raw.input,
+                    ready_check: raw.ready_check,
+                    outputs: raw.outputs,
+                },
+            )
+        });
 
         let no_alert = RawAlert::default();
         let raw_alert = raw
@@ -126,14 +137,14 @@ impl Checker<'_> {
             .over(defaults.map_or(&no_alert, |d| &d.alert));
         let alert = self.alert(p, prefix, raw_alert, receivers);
         let no_slo = RawSlo::default();
-        let raw_slo = raw
-            .slo
-            .unwrap_or_default()
-            .over(defaults.map_or(&no_slo, |d| &d.slo), raw.kind.is_llm());
+        let raw_slo = raw.slo.unwrap_or_default().over(
+            defaults.map_or(&no_slo, |d| &d.slo),
+            kind.is_none_or(Kind::is_llm),
+        );
         let slo = self.slo(p, prefix, raw_slo);
         if let Some(s) = &slo
             && s.ttft_p95.is_some()
-            && !raw.kind.is_llm()
+            && kind.is_some_and(|k| !k.is_llm())
         {
             self.error(p, &key("slo.ttft_p95"), "only for LLM kinds; use total_p95");
         }
@@ -143,7 +154,7 @@ impl Checker<'_> {
         }
         Some(ProbeConfig {
             name,
-            kind: raw.kind,
+            kind: kind?,
             url: url?,
             model,
             schedule: schedule?,
@@ -161,6 +172,11 @@ impl Checker<'_> {
             tls,
             alert: alert?,
             slo: slo?,
+            metrics: raw
+                .metrics
+                .and_then(|m| m.detail)
+                .or(defaults.and_then(|d| d.metrics))
+                .unwrap_or_default(),
         })
     }
 
@@ -235,8 +251,9 @@ impl Checker<'_> {
         schedule: Option<&Schedule>,
     ) -> (Option<Duration>, Option<Duration>) {
         let key = |k: &str| format!("{prefix}.{k}");
+        // A bad `interval` (reported already, and set aside) is not compared with.
         let interval = match schedule {
-            Some(Schedule::Interval(d)) => Some(*d),
+            Some(Schedule::Interval(d)) if !self.is_settled(&key("interval")) => Some(*d),
             _ => None,
         };
         let timeout = match raw_timeout {
@@ -255,6 +272,7 @@ impl Checker<'_> {
                 }
                 _ => Some(t),
             }),
+            None if self.is_settled(&key("timeout")) => None,
             None => {
                 let t = defaults.and_then(|d| d.timeout).unwrap_or(DEFAULT_TIMEOUT);
                 Some(interval.map_or(t, |i| t.min(i)))
@@ -313,12 +331,9 @@ impl Checker<'_> {
             merged.insert(k.to_ascii_lowercase(), (key(&format!("headers.{k}")), v.clone()));
         }
         let mut headers = Vec::new();
-        for (name_lc, (path, template)) in merged {
+        for (name_lc, (path, value)) in merged {
             let Ok(header) = http::HeaderName::from_str(&name_lc) else {
                 self.error(p, &path, "not a valid HTTP header name");
-                continue;
-            };
-            let Some(value) = self.substitute(p, &path, &template) else {
                 continue;
             };
             if http::HeaderValue::from_str(&value).is_err() {
@@ -336,14 +351,16 @@ impl Checker<'_> {
     }
 
     /// `expect`: what a run must show, beyond a complete response; some keys are only
-    /// for LLM kinds, some only for `kserve_v2`.
+    /// for LLM kinds, some only for `kserve_v2` (not said for a kind that is not known).
     fn probe_expect(
         &mut self,
         p: Option<&str>,
         prefix: &str,
-        kind: Kind,
+        kind: Option<Kind>,
         raw_expect: Option<RawExpect>,
     ) -> Expect {
+        let llm = kind.is_some_and(Kind::is_llm);
+        let not_llm = kind.is_some_and(|k| !k.is_llm());
         let key = |k: &str| format!("{prefix}.{k}");
         let raw_expect = raw_expect.unwrap_or_default();
         for s in &raw_expect.status {
@@ -355,11 +372,11 @@ impl Checker<'_> {
                 );
             }
         }
-        if !kind.is_llm() && raw_expect.min_output_tokens.is_some() {
+        if not_llm && raw_expect.min_output_tokens.is_some() {
             self.error(p, &key("expect.min_output_tokens"), "only for LLM kinds");
         }
         let finish_reasons = ANSWER_FINISH_REASONS;
-        if !kind.is_llm() && raw_expect.finish_reason.is_some() {
+        if not_llm && raw_expect.finish_reason.is_some() {
             self.error(p, &key("expect.finish_reason"), "only for LLM kinds");
         } else if let Some(bad) = raw_expect
             .finish_reason
@@ -367,21 +384,22 @@ impl Checker<'_> {
             .flatten()
             .find(|r| !finish_reasons.contains(&r.as_str()))
         {
+            let close = closest(bad, &finish_reasons)
+                .map(|s| format!("; did you mean `{s}`?"))
+                .unwrap_or_default();
             self.error(
                 p,
                 &key("expect.finish_reason"),
                 format!(
-                    "{bad:?} is not a finish reason that carries an answer: one of {}",
+                    "{bad:?} is not a finish reason that carries an answer: one of {}{close}",
                     finish_reasons.join(", ")
                 ),
             );
         }
         let expect = Expect {
             status: raw_expect.status,
-            non_empty: raw_expect.non_empty.unwrap_or(kind.is_llm()),
-            min_output_tokens: raw_expect
-                .min_output_tokens
-                .unwrap_or(if kind.is_llm() { 1 } else { 0 }),
+            non_empty: raw_expect.non_empty.unwrap_or(llm),
+            min_output_tokens: raw_expect.min_output_tokens.unwrap_or(u64::from(llm)),
             finish_reason: raw_expect.finish_reason.unwrap_or_default(),
             contains: raw_expect.contains,
             matches: raw_expect
@@ -418,11 +436,11 @@ impl Checker<'_> {
             ("top_label", expect.top_label.is_some()),
         ];
         for (name, set) in only_kserve {
-            if set && kind != Kind::KserveV2 {
+            if set && kind.is_some_and(|k| k != Kind::KserveV2) {
                 self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
             }
         }
-        if expect.model && (!kind.is_llm() || kind == Kind::Tgi) {
+        if expect.model && kind.is_some_and(|k| !k.is_llm() || k == Kind::Tgi) {
             self.error(
                 p,
                 &key("expect.model"),
@@ -526,9 +544,25 @@ impl SpecKeys<'_> {
     /// `method`, for the kinds that send the user's request: an HTTP method, by default
     /// POST when there is a body and GET otherwise.
     pub(crate) fn method(&self, cx: &mut Checker<'_>) -> Option<http::Method> {
+        // HTTP allows methods of its own to a service; one a letter or two from a
+        // standard one is most likely that one misspelt: sent as written, with a warning.
+        const STANDARD: [&str; 9] = [
+            "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+        ];
         match &self.method {
             Some(m) => match http::Method::from_str(&m.to_ascii_uppercase()) {
-                Ok(m) => Some(m),
+                Ok(method) => {
+                    if !STANDARD.contains(&method.as_str())
+                        && let Some(s) = closest(method.as_str(), &STANDARD)
+                    {
+                        cx.warn(
+                            self.probe,
+                            &self.key("method"),
+                            format!("`{m}` is not a standard HTTP method (it is sent as written); did you mean `{s}`?"),
+                        );
+                    }
+                    Some(method)
+                }
                 Err(_) => {
                     cx.error(
                         self.probe,

@@ -6,77 +6,192 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
 use super::alerting::{RawAlert, RawSlo};
 use super::remote_write::RawRemoteWrite;
+use super::schema::{
+    BuiltinImageName, Datatype, Duration, FinishReason, HttpMethod, ImageDetail, Labels, Layout, Name,
+    StatusCodes, TensorImage, TopLabel, UploadAs,
+};
 use super::{Kind, PromptBucket};
 
-#[derive(Debug, Default, Deserialize)]
+/// The run history kept on disk (status page, reports); the oldest runs go first.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "History")]
 pub(super) struct RawHistory {
+    /// How long runs are kept: 1h to 400d (default 30d).
+    #[schemars(with = "Option<Duration>")]
     pub(super) retention: Option<String>,
+    /// Disk the history may use, in MiB (default 1024).
+    #[schemars(range(min = 16, max = 1_000_000))]
     pub(super) max_disk_mb: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// `metrics:` (agent, defaults or a probe): which series are exposed.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Metrics")]
+pub(super) struct RawMetrics {
+    /// `basic` (default): what availability and latency SLOs need; `full`: every series.
+    pub(super) detail: Option<MetricsDetail>,
+}
+
+/// `metrics.detail`: `basic` (the default) exposes what availability and latency SLOs
+/// need; `full` adds every other series (docs/metrics.md lists which is which). Each
+/// series costs the user storage in their Prometheus, so the default stays small.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsDetail {
+    /// Runs by result and reason, up, last run and success, TTFT and total.
+    #[default]
+    Basic,
+    /// Every series: phases, TTFB, TPOT, chunk gaps, tokens, prompt buckets, lag.
+    Full,
+}
+
+/// This agent: where it runs, where it listens, where it keeps its state.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Agent")]
 pub(super) struct RawAgent {
+    /// The `location` label on every series and result (a region or host, e.g. eu-west);
+    /// `--location` or INFERPROBE_LOCATION win. `run` needs one.
+    #[schemars(with = "Option<Name>")]
     pub(super) location: Option<String>,
+    /// Address of the agent's port (/metrics, the API, the status page), e.g. 0.0.0.0:9464.
     pub(super) listen: Option<String>,
+    /// Where alert state, undelivered pages and history are kept (relative to this
+    /// file; default ./inferprobe-data). Keep it on a volume.
     pub(super) data_dir: Option<String>,
+    /// The agent's URL as people reach it, for the links in pages, e.g.
+    /// http://probe-eu.example.com:9464 (may be "${EXTERNAL_URL}").
     pub(super) external_url: Option<String>,
+    /// Push the agent's metrics to a Prometheus remote_write receiver (when nothing can
+    /// scrape it).
     pub(super) remote_write: Option<RawRemoteWrite>,
+    /// How much run history is kept on disk.
     pub(super) history: Option<RawHistory>,
+    /// Which series are exposed: `{detail: basic}` (default) or `{detail: full}`.
+    pub(super) metrics: Option<RawMetrics>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Values every probe inherits unless it sets its own (each applies only to the kinds
+/// it fits).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Defaults")]
 pub(super) struct RawDefaults {
+    /// How often each probe runs, e.g. 30s (default 30s).
+    #[schemars(with = "Option<Duration>")]
     pub(super) interval: Option<String>,
+    /// The whole response must be in by then (default 25s).
+    #[schemars(with = "Option<Duration>")]
     pub(super) timeout: Option<String>,
+    /// LLM kinds: the first generated token must be in by then.
+    #[schemars(with = "Option<Duration>")]
     pub(super) first_token_timeout: Option<String>,
+    /// Headers sent by every probe (a probe's own headers override them by name).
+    /// Values are secrets: never logged or shown.
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
+    /// LLM kinds: cap on generated tokens per run (default 64).
+    #[schemars(range(min = 1, max = 1_000_000))]
     pub(super) max_tokens: Option<u32>,
+    /// Keep connections between runs (default false: a fresh connection per run, as a
+    /// new user has, so connect and TLS time are measured).
     pub(super) reuse_connections: Option<bool>,
+    /// Cap on response bytes read per run (default 8 MiB).
+    #[schemars(range(min = 1024, max = 1_073_741_824))]
     pub(super) max_response_bytes: Option<u64>,
+    /// Static labels added to every probe's series (a probe's own labels override them).
     #[serde(default)]
+    #[schemars(with = "Labels")]
     pub(super) labels: BTreeMap<String, String>,
+    /// Alert rules every probe inherits, key by key.
     pub(super) alert: Option<RawAlert>,
+    /// Latency and availability targets every probe inherits, key by key
+    /// (`ttft_p95` only where the kind streams tokens).
     pub(super) slo: Option<RawSlo>,
+    /// Which series are exposed: `{detail: basic}` (default) or `{detail: full}`.
+    pub(super) metrics: Option<RawMetrics>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One endpoint to watch: what to send, how often, and what counts as success.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Probe", transform = super::schema::kind_rules)]
 pub(super) struct RawProbe {
+    /// Unique name, the `probe` label: 1-64 letters, digits, `_`, `-` or `.`.
+    #[schemars(with = "Name")]
     pub(super) name: String,
+    /// The API the endpoint speaks: vLLM, SGLang and LM Studio serve openai_chat.
     pub(super) kind: Kind,
+    /// The full URL to call, e.g. http://127.0.0.1:8000/v1/chat/completions.
     pub(super) url: String,
+    /// The model to ask for; required for LLM kinds (for kserve_v2 and http, a label).
     pub(super) model: Option<String>,
+    /// How often to run, e.g. 30s, 5m (default: defaults.interval, else 30s).
+    #[schemars(with = "Option<Duration>")]
     pub(super) interval: Option<String>,
+    /// Run on a cron schedule instead of an interval: 6 or 7 fields, seconds first, UTC
+    /// (e.g. "0 */5 * * * *").
     pub(super) schedule: Option<String>,
+    /// The whole response must be in by then (at most the interval; default 25s).
+    #[schemars(with = "Option<Duration>")]
     pub(super) timeout: Option<String>,
+    /// LLM kinds: the first generated token must be in by then.
+    #[schemars(with = "Option<Duration>")]
     pub(super) first_token_timeout: Option<String>,
+    /// Request headers, e.g. Authorization: "Bearer ${API_KEY}". Values are secrets:
+    /// never logged or shown.
     #[serde(default)]
     pub(super) headers: BTreeMap<String, String>,
+    /// LLM kinds: what to ask. A list of prompts, or `builtin` length buckets, `inline`
+    /// prompts or a `file` (default: all built-in buckets).
     pub(super) prompts: Option<RawPrompts>,
+    /// LLM kinds: cap on generated tokens per run (default: defaults.max_tokens, else 64).
+    #[schemars(range(min = 1, max = 1_000_000))]
     pub(super) max_tokens: Option<u32>,
+    /// http: the request method (default POST with a body, else GET).
+    #[schemars(with = "Option<HttpMethod>")]
     pub(super) method: Option<String>,
+    /// http: the request body, sent as written.
     pub(super) body: Option<String>,
+    /// What a run must show to count as a success, beyond a complete, well-formed
+    /// response.
     pub(super) expect: Option<RawExpect>,
+    /// Static, low-cardinality labels of your own (a team, a tier), added to every series.
     #[serde(default)]
+    #[schemars(with = "Labels")]
     pub(super) labels: BTreeMap<String, String>,
+    /// Keep connections between runs (default false: a fresh one per run, so connect
+    /// and TLS time are measured).
     pub(super) reuse_connections: Option<bool>,
+    /// Cap on response bytes read per run (default 8 MiB).
+    #[schemars(range(min = 1024, max = 1_073_741_824))]
     pub(super) max_response_bytes: Option<u64>,
+    /// TLS settings for this endpoint: a private CA, the server name to verify.
     pub(super) tls: Option<RawTls>,
+    /// Vision kinds, kserve_v2 and http: images sent with each run. A list of built-in
+    /// names or files, or a mapping with `builtin` and/or `files`.
     pub(super) images: Option<RawImages>,
+    /// kserve_v2: the input tensor to send.
     pub(super) input: Option<RawInput>,
+    /// kserve_v2: ask the model's /ready before each inference (its own phase); the URL
+    /// must end in /infer.
     pub(super) ready_check: Option<bool>,
+    /// kserve_v2: the output tensors to request (default: all).
     pub(super) outputs: Option<Vec<String>>,
+    /// When this probe pages: thresholds, severity, receivers (over defaults.alert).
     pub(super) alert: Option<RawAlert>,
+    /// Latency and availability targets (over defaults.slo).
     pub(super) slo: Option<RawSlo>,
+    /// Which series are exposed: `{detail: basic}` (default) or `{detail: full}`.
+    pub(super) metrics: Option<RawMetrics>,
 }
 
 /// `images:` as a mapping (`builtin`, `files`, ...) or a plain list, `[cat.jpg, x.png]`,
@@ -93,14 +208,28 @@ pub(crate) struct RawImages {
     pub(super) list: Option<Vec<String>>,
 }
 
-#[derive(Deserialize)]
+/// Images as a mapping: built-in ones, files, or both.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ImagesMap {
+#[schemars(rename = "ImagesMapping", transform = super::schema::some_image_source)]
+pub(super) struct ImagesMap {
+    /// Generated images, by name (a photo-like scene or a chart, at common sizes).
+    #[schemars(with = "Option<Vec<BuiltinImageName>>", length(min = 1))]
     builtin: Option<Vec<String>>,
+    /// JPEG or PNG files, or folders of them, relative to this file.
+    #[schemars(length(min = 1))]
     files: Option<Vec<String>>,
+    /// Images sent per run, taken in turn (default 1).
+    #[schemars(range(min = 1, max = 16))]
     per_run: Option<usize>,
+    /// openai_chat, openai_responses: the resolution the model looks at (low, high, auto).
+    #[schemars(with = "Option<ImageDetail>")]
     detail: Option<String>,
+    /// http: how images are sent: `multipart` (a form field, as TorchServe reads it;
+    /// the default) or `raw` (the file as the whole body).
+    #[schemars(with = "Option<UploadAs>")]
     upload: Option<String>,
+    /// http, multipart upload: the form field's name (default `data`).
     field: Option<String>,
 }
 
@@ -137,11 +266,17 @@ pub(super) struct RawPrompts {
     pub(super) plain: bool,
 }
 
-#[derive(Deserialize)]
+/// Prompts as a mapping: built-in buckets, your own prompts inline, or a file of them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct PromptsMap {
+#[schemars(rename = "PromptsMapping", transform = super::schema::one_prompt_source)]
+pub(super) struct PromptsMap {
+    /// Built-in prompts by length bucket (short < 64 tokens, medium 64-256, long > 256),
+    /// rotated per run; the bucket is the `prompt_bucket` label.
     builtin: Option<Vec<PromptBucket>>,
+    /// Your own prompts, rotated per run.
     inline: Option<Vec<String>>,
+    /// A file of prompts separated by lines holding only `---`, relative to this file.
     file: Option<String>,
 }
 
@@ -194,39 +329,76 @@ where
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// What a run must show to count as a success, beyond a complete, well-formed response.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Expect")]
 pub(super) struct RawExpect {
+    /// Accepted HTTP status codes: one or a list (default: any 2xx).
     #[serde(default, deserialize_with = "one_or_many_statuses")]
+    #[schemars(with = "StatusCodes")]
     pub(super) status: Vec<u16>,
+    /// The generated text (LLM kinds) or body must not be empty (default: true for LLM
+    /// kinds).
     pub(super) non_empty: Option<bool>,
+    /// LLM kinds: at least this many tokens must be generated.
     pub(super) min_output_tokens: Option<u64>,
+    /// LLM kinds: the reasons the generation may end for (default: any that carries an
+    /// answer).
+    #[schemars(with = "Option<Vec<FinishReason>>")]
     pub(super) finish_reason: Option<Vec<String>>,
+    /// The generated text (LLM kinds) or body must contain this text.
     pub(super) contains: Option<String>,
+    /// The generated text (LLM kinds) or body must match this regular expression,
+    /// e.g. "(?i)paris".
     pub(super) matches: Option<String>,
+    /// The body must be valid JSON.
     pub(super) json: Option<bool>,
+    /// LLM kinds: the response must name the model asked for.
     pub(super) model: Option<bool>,
+    /// kserve_v2: the response must have these output tensors.
     pub(super) outputs: Option<Vec<String>>,
+    /// kserve_v2: the first output's shape, e.g. [1, 1000].
     pub(super) output_shape: Option<Vec<i64>>,
+    /// kserve_v2: the classifier's top label (or class index) must be this.
+    #[schemars(with = "Option<TopLabel>")]
     pub(super) top_label: Option<serde_yaml::Value>,
 }
 
-#[derive(Debug, Deserialize)]
+/// kserve_v2: the input tensor, literal `data` or the probe's images.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Input")]
 pub(crate) struct RawInput {
+    /// The model's input name, e.g. input-0.
     pub(super) name: String,
+    /// The tensor's datatype, e.g. FP32, UINT8, BYTES.
+    #[schemars(with = "Datatype")]
     pub(super) datatype: String,
+    /// The tensor's shape, e.g. [1, 64] or [1, 3, 224, 224].
     pub(super) shape: Vec<i64>,
+    /// The values, row-major, as many as the shape holds (or set `image`).
     pub(super) data: Option<Vec<serde_json::Value>>,
+    /// Send the probe's images: `pixels` (decoded, resized to the shape) or `bytes`
+    /// (the encoded file as one BYTES element).
+    #[schemars(with = "Option<TensorImage>")]
     pub(super) image: Option<String>,
+    /// image: pixels: NHWC (default) or NCHW.
+    #[schemars(with = "Option<Layout>")]
     pub(super) layout: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// TLS settings for the probe's endpoint.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Tls")]
 pub(super) struct RawTls {
+    /// A PEM file of extra CA certificates to trust (a private CA), relative to this
+    /// file.
     pub(super) ca_file: Option<String>,
+    /// The name to verify the server's certificate against (default: the URL's host).
     pub(super) server_name: Option<String>,
+    /// Do not verify the server's certificate: measured, but not safe; a warning.
     pub(super) insecure_skip_verify: Option<bool>,
 }
 

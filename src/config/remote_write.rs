@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::schema::Duration as DurationText;
 use super::{Checker, Secret};
 
 pub const DEFAULT_PUSH_INTERVAL: Duration = Duration::from_secs(15);
@@ -39,29 +41,56 @@ pub struct RemoteWriteConfig {
     pub instance: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Push the agent's metrics to a Prometheus remote_write receiver (Prometheus, Mimir,
+/// Thanos receive).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "RemoteWrite")]
 pub(super) struct RawRemoteWrite {
+    /// The receiver's write URL, e.g. https://prometheus.example.com/api/v1/write.
+    /// May carry credentials: never shown.
     url: String,
+    /// How often to push (default 15s; at least 1s).
+    #[schemars(with = "Option<DurationText>")]
     interval: Option<String>,
+    /// Per push, at most 60s (default 10s).
+    #[schemars(with = "Option<DurationText>")]
     timeout: Option<String>,
+    /// Retries back off up to this (default 30s).
+    #[schemars(with = "Option<DurationText>")]
     max_backoff: Option<String>,
+    /// Samples per request (default 2000).
+    #[schemars(range(min = 100, max = 100_000))]
     max_samples_per_send: Option<usize>,
+    /// Snapshots queued while the receiver is away (default 20).
+    #[schemars(range(min = 1, max = 10_000))]
     queue_snapshots: Option<usize>,
+    /// Compressed bytes queued at most (default 64 MiB).
+    #[schemars(range(min = 1_048_576, max = 1_073_741_824))]
     queue_max_bytes: Option<usize>,
+    /// HTTP basic auth; the password is a secret, e.g. "${REMOTE_WRITE_PASSWORD}".
     basic_auth: Option<RawBasicAuth>,
+    /// Sent as Authorization: Bearer; a secret, e.g. "${REMOTE_WRITE_TOKEN}".
     bearer_token: Option<String>,
+    /// Headers sent with each push (e.g. X-Scope-OrgID). Values are secrets.
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// A PEM file of extra CA certificates to trust, relative to this file.
     ca_file: Option<String>,
+    /// The `job` label on pushed series, as a scrape would add it (default inferprobe).
     job: Option<String>,
+    /// The `instance` label on pushed series (default: host:port, as a scrape names it).
     instance: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// HTTP basic auth.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "BasicAuth")]
 pub(super) struct RawBasicAuth {
+    /// The user name.
     username: String,
+    /// The password, e.g. "${REMOTE_WRITE_PASSWORD}"; a secret.
     password: String,
 }
 
@@ -100,14 +129,8 @@ impl Checker<'_> {
         if !(1 << 20..=1 << 30).contains(&queue_max_bytes) {
             self.error(None, &key("queue_max_bytes"), "must be between 1 MiB and 1 GiB");
         }
-        let basic_auth = raw.basic_auth.and_then(|b| {
-            let password = self.substitute(None, &key("basic_auth.password"), &b.password)?;
-            Some((b.username, Secret::new(password)))
-        });
-        let bearer_token = raw
-            .bearer_token
-            .and_then(|t| self.substitute(None, &key("bearer_token"), &t))
-            .map(Secret::new);
+        let basic_auth = raw.basic_auth.map(|b| (b.username, Secret::new(b.password)));
+        let bearer_token = raw.bearer_token.map(Secret::new);
         if basic_auth.is_some() && bearer_token.is_some() {
             self.error(
                 None,

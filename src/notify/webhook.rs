@@ -1,6 +1,6 @@
 //! Generic webhooks and Slack incoming webhooks.
 //!
-//! The webhook body (documented in the README) is one JSON object per notification:
+//! The webhook body (documented in docs/alerting.md) is one JSON object per notification:
 //! `version`, a unique `id` to deduplicate on, the `event` (firing, reminder, resolved),
 //! `sent_at`, and the `alert` with every field of the page. Slack gets a `text` message,
 //! escaped as Slack asks (`&`, `<`, `>`), so an endpoint's words in it cannot mention

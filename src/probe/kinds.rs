@@ -9,7 +9,8 @@
 //!    (the keys it takes; `SpecKeys::refuse` the per-kind keys it does not), its probe
 //!    and `build`, its request and event parser, the simulator's side of the protocol,
 //!    and golden tests; `pub mod <kind>;` in probe/mod.rs.
-//! 2. Here, one line in each list: [`Kind`] (with its YAML name), [`Kind::ALL`],
+//! 2. Here, one line in each list: [`Kind`] (with its YAML name and a doc comment, the
+//!    text editors show for it through `inferprobe schema`), [`Kind::ALL`],
 //!    [`Kind::as_str`], [`Kind::is_llm`] / [`Kind::takes_images`] where they differ from
 //!    the default, `Kind::dialects` (streaming kinds), [`KindSpec`], `check_spec`,
 //!    [`AnyProbe`], [`AnyProbe::build`], its `run`, and `event_parser` (streaming kinds).
@@ -20,6 +21,7 @@
 //! Imports the kinds' modules, from config the raw keys and the Checker that positions
 //! their errors.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::dialect::Dialect;
@@ -30,24 +32,38 @@ use crate::outcome::Observation;
 
 /// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
 /// serde attribute and in [`Kind::as_str`]; a test checks they agree with [`Kind::ALL`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+/// The variants' doc comments are the hover text of `inferprobe schema`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
+#[schemars(
+    description = "The API the endpoint speaks (the kind is the API, not the server: vLLM, SGLang and LM Studio serve openai_chat).",
+    transform = crate::config::documented_enum
+)]
 pub enum Kind {
+    /// OpenAI Chat Completions, streamed (/v1/chat/completions): vLLM, SGLang, llama.cpp, LM Studio, OpenAI.
     #[serde(rename = "openai_chat")]
     OpenAiChat,
+    /// OpenAI legacy Completions, streamed (/v1/completions).
     #[serde(rename = "openai_completions")]
     OpenAiCompletions,
+    /// OpenAI Responses API, streamed (/v1/responses).
     #[serde(rename = "openai_responses")]
     OpenAiResponses,
+    /// Ollama's native API, NDJSON (/api/chat or /api/generate).
     #[serde(rename = "ollama")]
     Ollama,
+    /// Hugging Face text-generation-inference (/generate_stream).
     #[serde(rename = "tgi")]
     Tgi,
+    /// llama.cpp server's native API (/completion).
     #[serde(rename = "llamacpp")]
     LlamaCpp,
+    /// Anthropic Messages API, streamed (/v1/messages).
     #[serde(rename = "anthropic")]
     Anthropic,
+    /// Open Inference Protocol (KServe v2, Triton, MLServer): a tensor in, outputs checked.
     #[serde(rename = "kserve_v2")]
     KserveV2,
+    /// Any HTTP endpoint: a method, a body or image upload, status and body checked.
     #[serde(rename = "http")]
     Http,
 }

@@ -26,7 +26,7 @@ pub mod tgi;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::config::{ProbeConfig, display_url};
+use crate::config::{MetricsDetail, ProbeConfig, display_url};
 use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
 use crate::payload::images::{ImageError, ImageStore};
@@ -130,6 +130,7 @@ impl ReadyProbe {
                 .query()
                 .map(|q| cx.redactor.current().clean(&format!("?{q}")))
                 .unwrap_or_default(),
+            full_metrics: config.metrics == MetricsDetail::Full,
         };
         Ok(ReadyProbe {
             config: config.clone(),

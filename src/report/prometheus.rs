@@ -12,8 +12,12 @@
 //!   per series); availability is computed from the rounded counts so the figures agree.
 //! - percentiles: `histogram_quantile(q, sum by (probe, location, le) (increase(..._bucket[N])))`
 //!   for the TTFT and end-to-end histograms (successful runs only), the prompt and image
-//!   buckets summed away.
-//! - attainment: the same bucket sums, interpolated here (see [`attainment`]).
+//!   buckets summed away; `or` the same over their native histograms
+//!   (`sum by (probe, location) (increase(...[N]))`), which is all a Prometheus with
+//!   native histograms enabled stores of them (no `_bucket` series).
+//! - attainment: the same bucket sums, interpolated here (see [`attainment`]); where there
+//!   are no buckets, `histogram_fraction(0, target, ...)` of the native histogram, asked
+//!   once per distinct target.
 //! - incidents: `min by (probe, location) (inferprobe_up)` over the period (see
 //!   [`streaks`]); the failed runs and reasons of each of the longest from
 //!   `increase(inferprobe_runs_total{result="failure"})` over the incident.
@@ -37,8 +41,9 @@ const MAX_POINTS: u64 = 10_000;
 const MIN_STEP: Duration = Duration::from_secs(1);
 
 const RUNS: &str = "inferprobe_runs_total";
-const TTFT: &str = "inferprobe_ttft_seconds_bucket";
-const TOTAL: &str = "inferprobe_e2e_latency_seconds_bucket";
+/// The histograms' names: their classic series add `_bucket`, a native one has this name.
+const TTFT: &str = "inferprobe_ttft_seconds";
+const TOTAL: &str = "inferprobe_e2e_latency_seconds";
 const UP: &str = "inferprobe_up";
 
 #[derive(Debug, thiserror::Error)]
@@ -103,9 +108,12 @@ pub async fn report(
         let r = range(previous);
         queries.push(format!("sum by (probe, location, result) (increase({RUNS}{r}))"));
         for metric in [TTFT, TOTAL] {
-            let buckets = format!("sum by (probe, location, le) (increase({metric}{r}))");
+            let buckets = format!("sum by (probe, location, le) (increase({metric}_bucket{r}))");
+            let native = native_sum(metric, &r);
             for q in ["0.5", "0.95", "0.99"] {
-                queries.push(format!("histogram_quantile({q}, {buckets})"));
+                queries.push(format!(
+                    "histogram_quantile({q}, {buckets}) or histogram_quantile({q}, {native})"
+                ));
             }
             queries.push(buckets);
         }
@@ -117,13 +125,14 @@ pub async fn report(
         let mut latency = || Latency {
             quantiles: [next(), next(), next()],
             buckets: next(),
+            fractions: BTreeMap::new(),
         };
         let ttft = latency();
         let total = latency();
         Period { runs, ttft, total }
     };
-    let current = period();
-    let previous = period();
+    let mut current = period();
+    let mut previous = period();
 
     // Rows: every (probe, location) with runs in either period.
     let (now_runs, before_runs) = (current.run_counts(), previous.run_counts());
@@ -135,10 +144,13 @@ pub async fn report(
         .collect();
     keys.sort();
     keys.dedup();
+    let probe_targets: BTreeMap<String, Targets> =
+        keys.iter().map(|k| (k.0.clone(), targets(&k.0))).collect();
+    native_attainment(&prom, at, &range, &probe_targets, [&mut current, &mut previous]).await?;
     let rows = keys
         .into_iter()
         .map(|key| {
-            let t = targets(&key.0);
+            let t = probe_targets[key.0.as_str()];
             Row {
                 current: current.summary(&key, &now_runs, &t),
                 previous: previous.summary(&key, &before_runs, &t),
@@ -200,6 +212,56 @@ pub async fn report(
     })
 }
 
+/// A native histogram's observations over a range, per probe and location.
+fn native_sum(metric: &str, range: &str) -> String {
+    format!("sum by (probe, location) (increase({metric}{range}))")
+}
+
+/// Fills each period's `fractions`: per distinct latency target, the share of each native
+/// histogram's observations at or under it (none where Prometheus has classic buckets:
+/// the native series is absent there). Less than half an observation counts as none, as
+/// in [`attainment`].
+async fn native_attainment(
+    prom: &Arc<Prom>,
+    at: f64,
+    range: &dyn Fn(bool) -> String,
+    targets: &BTreeMap<String, Targets>,
+    periods: [&mut Period; 2],
+) -> Result<(), PrometheusError> {
+    let mut asked: Vec<(usize, bool, Duration)> = Vec::new();
+    let mut queries = Vec::new();
+    for (i, metric) in [TTFT, TOTAL].into_iter().enumerate() {
+        let mut wanted: Vec<Duration> = targets
+            .values()
+            .filter_map(|t| if i == 0 { t.ttft } else { t.total })
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        for previous in [false, true] {
+            let native = native_sum(metric, &range(previous));
+            for &target in &wanted {
+                queries.push(format!(
+                    "histogram_fraction(0, {}, {native}) and histogram_count({native}) >= 0.5",
+                    target.as_secs_f64()
+                ));
+                asked.push((i, previous, target));
+            }
+        }
+    }
+    let answers = instant_all(prom, queries, at).await?;
+    let [current, before] = periods;
+    for ((i, previous, target), answer) in asked.into_iter().zip(answers) {
+        let period = if previous { &mut *before } else { &mut *current };
+        let latency = if i == 0 {
+            &mut period.ttft
+        } else {
+            &mut period.total
+        };
+        latency.fractions.insert(target, answer);
+    }
+    Ok(())
+}
+
 /// (probe, location).
 type Key = (String, String);
 /// An instant vector: each series' labels and value.
@@ -217,6 +279,8 @@ struct Latency {
     quantiles: [Vector; 3],
     /// Cumulative bucket counts by `le`.
     buckets: Vector,
+    /// Per target: the share of the native histogram's observations at or under it.
+    fractions: BTreeMap<Duration, Vector>,
 }
 
 impl Latency {
@@ -243,6 +307,15 @@ impl Latency {
             .filter(|(l, _)| &key_of(l) == key)
             .filter_map(|(l, count)| Some((parse_float(l.get("le")?)?, *count)))
             .collect();
+        if buckets.is_empty() {
+            return self
+                .fractions
+                .get(&target)?
+                .iter()
+                .find(|(l, _)| &key_of(l) == key)
+                .map(|(_, share)| *share)
+                .filter(|share| share.is_finite());
+        }
         attainment(buckets, target.as_secs_f64())
     }
 }

@@ -47,6 +47,8 @@ use page::{AgentView, ProbeView};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const PROTOBUF: &str =
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
 #[derive(Clone)]
 pub struct ServerState {
@@ -123,20 +125,81 @@ pub async fn serve(
 }
 
 async fn metrics(State(s): State<ServerState>, headers: HeaderMap) -> Response {
-    let wants_openmetrics = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"));
-    if wants_openmetrics {
-        (
+    match negotiate(&headers) {
+        Exposition::Protobuf => match s.metrics.render_protobuf() {
+            Ok(body) => ([(header::CONTENT_TYPE, PROTOBUF)], body).into_response(),
+            Err(e) => {
+                tracing::error!(error = %e, "Cannot answer a protobuf scrape.");
+                (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response()
+            }
+        },
+        Exposition::OpenMetrics => (
             [(header::CONTENT_TYPE, OPENMETRICS)],
             s.metrics.render_openmetrics(),
         )
-            .into_response()
-    } else {
-        ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], s.metrics.render_text()).into_response()
+            .into_response(),
+        Exposition::Text => {
+            ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], s.metrics.render_text()).into_response()
+        }
     }
+}
+
+/// The formats `/metrics` speaks, in the order taken when a scraper rates two alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Exposition {
+    /// What Prometheus asks for first with native histograms enabled: the only format
+    /// that can carry them.
+    Protobuf,
+    OpenMetrics,
+    Text,
+}
+
+/// The format the Accept headers rate highest (`q`, 1 when absent; 0 refuses it); the
+/// text format when they name none we speak. Protobuf only as Prometheus names it
+/// (`proto=io.prometheus.client.MetricFamily;encoding=delimited`): another message or
+/// framing under the same media type is not what we send.
+fn negotiate(headers: &HeaderMap) -> Exposition {
+    let ranges = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','));
+    let mut best: Option<(f32, Exposition)> = None;
+    for range in ranges {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let mut q = 1.0_f32;
+        let (mut proto, mut encoding) = (None, None);
+        for param in parts {
+            let (name, value) = param.split_once('=').unwrap_or((param, ""));
+            let value = value.trim().trim_matches('"');
+            match name.trim().to_ascii_lowercase().as_str() {
+                "q" => q = value.parse().unwrap_or(0.0),
+                "proto" => proto = Some(value),
+                "encoding" => encoding = Some(value),
+                _ => {}
+            }
+        }
+        let format = match media.as_str() {
+            "application/vnd.google.protobuf"
+                if proto == Some("io.prometheus.client.MetricFamily") && encoding == Some("delimited") =>
+            {
+                Exposition::Protobuf
+            }
+            "application/openmetrics-text" => Exposition::OpenMetrics,
+            "text/plain" | "text/*" | "*/*" => Exposition::Text,
+            _ => continue,
+        };
+        if q <= 0.0 {
+            continue;
+        }
+        let better =
+            best.is_none_or(|(best_q, best_format)| q > best_q || (q == best_q && format < best_format));
+        if better {
+            best = Some((q, format));
+        }
+    }
+    best.map_or(Exposition::Text, |(_, format)| format)
 }
 
 async fn readyz(State(s): State<ServerState>) -> Response {
@@ -511,6 +574,51 @@ fn internal(message: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn format_for(accept: &[&str]) -> Exposition {
+        let mut headers = HeaderMap::new();
+        for a in accept {
+            headers.append(header::ACCEPT, a.parse().unwrap());
+        }
+        negotiate(&headers)
+    }
+
+    #[test]
+    fn the_scrape_format_is_the_one_the_scraper_rates_highest() {
+        // Prometheus 2.42 with --enable-feature=native-histograms, then without.
+        let native = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        let classic = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert_eq!(format_for(&[native]), Exposition::Protobuf);
+        assert_eq!(format_for(&[classic]), Exposition::OpenMetrics);
+        assert_eq!(format_for(&[]), Exposition::Text);
+        assert_eq!(format_for(&["*/*"]), Exposition::Text);
+        assert_eq!(format_for(&["application/json"]), Exposition::Text);
+        // Rated lower than text, or refused: not taken.
+        assert_eq!(
+            format_for(&["application/openmetrics-text;q=0.2, text/plain"]),
+            Exposition::Text
+        );
+        assert_eq!(
+            format_for(&[
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0",
+                "application/openmetrics-text; q=0.5"
+            ]),
+            Exposition::OpenMetrics
+        );
+        // Protobuf we do not send: another message, or no length-delimited framing.
+        for other in [
+            "application/vnd.google.protobuf;proto=io.prometheus.client.Other;encoding=delimited",
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text",
+            "application/vnd.google.protobuf",
+        ] {
+            assert_eq!(format_for(&[other]), Exposition::Text, "{other}");
+        }
+        // Equal rates: the richer format.
+        assert_eq!(
+            format_for(&["text/plain, application/openmetrics-text"]),
+            Exposition::OpenMetrics
+        );
+    }
 
     #[test]
     fn times_take_three_forms() {

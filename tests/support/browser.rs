@@ -256,14 +256,20 @@ impl Browser {
 
         let stream = TcpStream::connect(&self.devtools).unwrap();
         stream.set_nodelay(true).unwrap();
-        // Short reads, so that waiting for an event can give up at its deadline.
-        stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        // The handshake gets the start-up allowance: on a loaded 2-core machine Chromium
+        // can take well over 100 ms to answer it, and a timed-out read mid-handshake is
+        // an error, not a retry.
+        stream.set_read_timeout(Some(START_TIMEOUT)).unwrap();
         // Full-page screenshots arrive as one large message.
         let config = WebSocketConfig::default()
             .max_message_size(Some(512 << 20))
             .max_frame_size(None);
         let (ws, _) = tungstenite::client::client_with_config(ws_url, stream, Some(config))
             .unwrap_or_else(|e| panic!("websocket to {ws_url}: {e}"));
+        // Then short reads, so that waiting for an event can give up at its deadline.
+        ws.get_ref()
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
         Page {
             ws,
             next_id: 0,
