@@ -5,25 +5,28 @@
 //! HTTP/1.1 answers go out chunked, HTTP/1.0 ones until the connection closes.
 //!
 //! While it writes a family the encoder holds that family's read lock, and a run that
-//! adds a series (a new probe, a new failure reason) waits for it; so the encoder waits
-//! at most [`SEND_WAIT`] for the scraper to take a chunk. A scraper that takes nothing for
-//! that long is cut off: the encoding stops, its locks are released, and the answer ends
-//! with an error, so the client sees a truncated body (no chunked terminator, or no
-//! `# EOF`), never a short answer that looks whole. A client that goes away stops the
-//! encoding at its next chunk.
+//! adds a series (a new probe, a new failure reason) waits for it. So a slow scraper
+//! must not set the pace of the encoding: the encoder waits for the connection at most
+//! [`LOCKED_WAIT`] in all; past that it stops waiting and keeps the rest in memory (what
+//! every scrape cost before streaming), sent once the locks are released. A scraper that
+//! then takes nothing for [`SEND_WAIT`] is cut off: the answer ends with an error, so the
+//! client sees a truncated body (no chunked terminator, or no `# EOF`), never a short
+//! answer that looks whole. A client that goes away stops the encoding at its next chunk.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
 use hyper::body::Frame;
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::task::JoinHandle;
 
 use crate::metrics::{Metrics, TextFormat};
@@ -39,6 +42,10 @@ const QUEUED: usize = 2;
 /// nothing for this long would not finish within any sensible scrape timeout, and a run
 /// adding a series waits on the encoder for at most this long.
 pub(super) const SEND_WAIT: Duration = Duration::from_secs(2);
+/// How long, in all, the encoder may wait for the connection while it holds the
+/// metrics' locks: the most a run adding a series can be held up by one scrape (beyond
+/// the encoding's own CPU time, as before streaming).
+pub(super) const LOCKED_WAIT: Duration = Duration::from_millis(250);
 
 /// How an encoding ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,12 +60,19 @@ pub(super) enum Ending {
 
 /// The body of a text scrape in `format`, encoded as the connection takes it.
 pub(super) fn body(metrics: Arc<Metrics>, format: TextFormat) -> Body {
-    let (body, _encoder) = stream(metrics, format, SEND_WAIT);
+    let (body, _encoder) = stream(metrics, format, SEND_WAIT, LOCKED_WAIT);
     Body::new(body)
 }
 
-/// The streamed body and the encoder feeding it; `wait`: how long a send may wait.
-fn stream(metrics: Arc<Metrics>, format: TextFormat, wait: Duration) -> (Streamed, JoinHandle<Ending>) {
+/// The streamed body and the encoder feeding it; `wait`: how long a send may wait once
+/// the locks are released; `locked_wait`: how long the encoder may wait in all while it
+/// holds them.
+fn stream(
+    metrics: Arc<Metrics>,
+    format: TextFormat,
+    wait: Duration,
+    locked_wait: Duration,
+) -> (Streamed, JoinHandle<Ending>) {
     let (tx, rx) = mpsc::channel(QUEUED);
     let complete = Arc::new(AtomicBool::new(false));
     let done = complete.clone();
@@ -68,10 +82,15 @@ fn stream(metrics: Arc<Metrics>, format: TextFormat, wait: Duration) -> (Streame
             tx,
             handle,
             wait,
+            locked_wait,
+            overflow: None,
             buf: String::new(),
             ended: Ending::Complete,
         };
-        let written = metrics.write_text(format, &mut out).and_then(|()| out.send());
+        let written = metrics
+            .write_text(format, &mut out)
+            .and_then(|()| out.send())
+            .and_then(|()| out.drain());
         if written.is_ok() {
             // Before the sender drops: the body reads it when the channel closes.
             done.store(true, Ordering::Release);
@@ -81,7 +100,7 @@ fn stream(metrics: Arc<Metrics>, format: TextFormat, wait: Duration) -> (Streame
             Ending::Gone => tracing::debug!("A /metrics scrape ended early: the client went away."),
             Ending::Stalled => tracing::warn!(
                 waited = ?wait,
-                "A /metrics scrape was cut short: the scraper took no data for the send wait, and the encoder holds the metrics' locks while it waits."
+                "A /metrics scrape was cut short: the scraper took no data for the send wait."
             ),
         }
         out.ended
@@ -94,33 +113,73 @@ struct Chunks {
     tx: mpsc::Sender<Bytes>,
     handle: Handle,
     wait: Duration,
+    /// What is left of [`LOCKED_WAIT`].
+    locked_wait: Duration,
+    /// The rest of the answer, once the locked wait is spent.
+    overflow: Option<VecDeque<Bytes>>,
     buf: String,
     ended: Ending,
 }
 
 impl Chunks {
-    /// Sends what is collected, waiting at most `wait` for room; an error ends the
-    /// encoding.
+    /// Hands what is collected to the connection, waiting for room only while the
+    /// locked wait lasts, else keeps it for [`Chunks::drain`]; an error ends the encoding.
     fn send(&mut self) -> fmt::Result {
         if self.buf.is_empty() {
             return Ok(());
         }
         let chunk = Bytes::from(std::mem::take(&mut self.buf));
+        if let Some(overflow) = &mut self.overflow {
+            overflow.push_back(chunk);
+            return Ok(());
+        }
+        let chunk = match self.tx.try_send(chunk) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Closed(_)) => return self.end(Ending::Gone),
+            Err(TrySendError::Full(chunk)) => chunk,
+        };
+        let started = Instant::now();
         // On the blocking pool, not a runtime worker: blocking here is what it is for.
-        let sent = self
+        let room = self
             .handle
-            .block_on(tokio::time::timeout(self.wait, self.tx.send(chunk)));
-        match sent {
-            Ok(Ok(())) => Ok(()),
+            .block_on(tokio::time::timeout(self.locked_wait, self.tx.reserve()));
+        self.locked_wait = self.locked_wait.saturating_sub(started.elapsed());
+        match room {
+            Ok(Ok(permit)) => {
+                permit.send(chunk);
+                Ok(())
+            }
             Ok(Err(_)) => {
+                // Not `end`: the permit's borrow of `tx` lasts the match.
                 self.ended = Ending::Gone;
                 Err(fmt::Error)
             }
             Err(_) => {
-                self.ended = Ending::Stalled;
-                Err(fmt::Error)
+                self.overflow = Some(VecDeque::from([chunk]));
+                Ok(())
             }
         }
+    }
+
+    /// After the encoding (its locks released): sends what was kept, waiting at most
+    /// `wait` for each piece.
+    fn drain(&mut self) -> fmt::Result {
+        while let Some(chunk) = self.overflow.as_mut().and_then(VecDeque::pop_front) {
+            let sent = self
+                .handle
+                .block_on(tokio::time::timeout(self.wait, self.tx.send(chunk)));
+            match sent {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return self.end(Ending::Gone),
+                Err(_) => return self.end(Ending::Stalled),
+            }
+        }
+        Ok(())
+    }
+
+    fn end(&mut self, how: Ending) -> fmt::Result {
+        self.ended = how;
+        Err(fmt::Error)
     }
 }
 
@@ -195,7 +254,7 @@ mod tests {
             (TextFormat::OpenMetrics, m.render_openmetrics()),
         ] {
             assert!(whole.len() > 8 * CHUNK, "{}", whole.len());
-            let (body, encoder) = stream(m.clone(), format, SEND_WAIT);
+            let (body, encoder) = stream(m.clone(), format, SEND_WAIT, LOCKED_WAIT);
             let mut body = Box::pin(body);
             let mut streamed = Vec::new();
             let mut chunks = 0;
@@ -215,7 +274,7 @@ mod tests {
     async fn a_stalled_scraper_is_cut_off_and_releases_the_locks() {
         let m = big();
         let wait = Duration::from_millis(300);
-        let (body, encoder) = stream(m.clone(), TextFormat::Prometheus, wait);
+        let (body, encoder) = stream(m.clone(), TextFormat::Prometheus, wait, LOCKED_WAIT);
         // Nobody reads: the encoder fills the channel and waits inside the family.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let writer = {
@@ -248,9 +307,42 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_scraper_holds_the_locks_for_the_locked_wait_not_the_send_wait() {
+        let m = big();
+        // A send wait of a minute: only the locked wait can let the writer through soon.
+        let (body, encoder) = stream(
+            m.clone(),
+            TextFormat::Prometheus,
+            Duration::from_secs(60),
+            LOCKED_WAIT,
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let writer = {
+            let m = m.clone();
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                m.notification("a-new-receiver", "firing", "delivered");
+                started.elapsed()
+            })
+        };
+        let waited = writer.await.unwrap();
+        assert!(waited < Duration::from_secs(20), "{waited:?}");
+        // The scraper then reads it all, the new series included or not, and whole.
+        let mut body = Box::pin(body);
+        let mut streamed = Vec::new();
+        while let Some(frame) = body.frame().await {
+            streamed.extend_from_slice(&frame.unwrap().into_data().unwrap());
+        }
+        assert_eq!(encoder.await.unwrap(), Ending::Complete);
+        let text = String::from_utf8(streamed).unwrap();
+        assert!(text.len() > 8 * CHUNK && text.ends_with('\n'), "{}", text.len());
+        assert!(text.contains("receiver-07999-"), "the last series went out");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_goes_away_stops_the_encoding_at_once() {
         let m = big();
-        let (body, encoder) = stream(m, TextFormat::OpenMetrics, Duration::from_secs(60));
+        let (body, encoder) = stream(m, TextFormat::OpenMetrics, Duration::from_secs(60), LOCKED_WAIT);
         drop(body);
         let started = Instant::now();
         assert_eq!(encoder.await.unwrap(), Ending::Gone);
