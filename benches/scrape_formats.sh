@@ -31,9 +31,21 @@ trap 'kill $SIM_PID ${RUN_PID:-} 2>/dev/null || true; rm -rf "$D"' EXIT
 RUN_PID=$!
 sleep "$WAIT"
 hwm() { awk '/VmHWM/ {print $2}' "/proc/$RUN_PID/status"; }
+rss() { awk '/VmRSS/ {print $2}' "/proc/$RUN_PID/status"; }
 BEFORE=$(hwm)
+RSS_BEFORE=$(rss)
 T0=$(date +%s.%N)
-SIZE=$(curl -s -H "Accept: $ACCEPT" "http://$LISTEN/metrics" | wc -c)
+curl -s -H "Accept: $ACCEPT" "http://$LISTEN/metrics" -o "$D/scrape" &
+CURL_PID=$!
+# VmHWM only shows a scrape that goes past the start-up peak; VmRSS, sampled while the
+# scrape runs, shows what the scrape itself holds.
+PEAK=$RSS_BEFORE
+while kill -0 $CURL_PID 2>/dev/null; do
+  R=$(rss); [ "$R" -gt "$PEAK" ] && PEAK=$R
+  sleep 0.01
+done
+wait $CURL_PID
 T1=$(date +%s.%N)
+SIZE=$(wc -c <"$D/scrape")
 sleep 1
-echo "$N probes, $FORMAT: $SIZE bytes in $(echo "$T1 - $T0" | bc) s; VmHWM $BEFORE kB before the scrape, $(hwm) kB after"
+echo "$N probes, $FORMAT: $SIZE bytes in $(echo "$T1 - $T0" | bc) s; VmHWM $BEFORE kB before the scrape, $(hwm) kB after; VmRSS $RSS_BEFORE kB before, at most $PEAK kB during (sampled every 10 ms)"

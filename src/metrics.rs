@@ -20,9 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::{
-    EncodeLabel, EncodeLabelSet, LabelSetEncoder, prometheus_protobuf, prometheus_text, text,
-};
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -31,6 +29,9 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
+
+mod exposition;
+pub use exposition::{EncodeError, TextFormat};
 
 /// A series' labels: the probe's identity (shared, not copied: with 10,000 probes each
 /// copy of the label strings per series would cost megabytes) plus up to three
@@ -710,35 +711,7 @@ impl Metrics {
             .get_or_create(&Vec::new())
             .set(unix_seconds(at));
     }
-
-    /// OpenMetrics text, for scrapers that ask for it (Prometheus does).
-    pub fn render_openmetrics(&self) -> String {
-        let mut out = String::new();
-        text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
-        out
-    }
-
-    /// Prometheus's protobuf format (length-delimited `io.prometheus.client.MetricFamily`
-    /// messages), for scrapers that negotiate it: the same series, labels and detail as
-    /// the text formats (one registry), with TTFT and total as native histograms beside
-    /// their classic buckets, as client_golang sends them.
-    pub fn render_protobuf(&self) -> Result<Vec<u8>, EncodeError> {
-        Ok(prometheus_protobuf::encode_to_vec(&self.registry)?)
-    }
-
-    /// The Prometheus text format 0.0.4, for everything else (curl, promtool).
-    pub fn render_text(&self) -> String {
-        let mut out = String::new();
-        prometheus_text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
-        out
-    }
 }
-
-/// The protobuf exposition could not be built: a histogram created before 1970 by a
-/// clock set wrong, or a count past i64 (the text formats have no such limits).
-#[derive(Debug, thiserror::Error)]
-#[error("cannot encode the metrics as protobuf: {0}")]
-pub struct EncodeError(#[from] prometheus_protobuf::EncodeError);
 
 fn unix_seconds(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
@@ -748,6 +721,7 @@ fn unix_seconds(t: SystemTime) -> f64 {
 mod tests {
     use super::*;
     use crate::outcome::{Failure, FailureReason, Observation};
+    use prometheus_client::encoding::prometheus_protobuf;
     use std::sync::Arc;
     use std::time::Instant;
 

@@ -96,6 +96,21 @@ async fn the_daemon_serves_metrics_that_promtool_accepts_and_an_api_without_secr
     assert!(head.to_lowercase().contains("application/openmetrics-text"));
     assert!(om.trim_end().ends_with("# EOF"));
 
+    // Over HTTP/1.1 the text goes out in chunks, as it is encoded, and the message ends
+    // properly: the same connection answers the next request.
+    let (head, streamed, next) = metrics_then_healthz_over_http11(&d.addr);
+    assert!(
+        head.to_lowercase().contains("transfer-encoding: chunked"),
+        "{head}"
+    );
+    assert!(!head.to_lowercase().contains("content-length"), "{head}");
+    assert!(streamed.trim_end().ends_with("# EOF"), "{streamed}");
+    assert!(streamed.contains("inferprobe_up{"), "{streamed}");
+    assert!(
+        next.starts_with("HTTP/1.1 200") && next.ends_with("ok\n"),
+        "{next}"
+    );
+
     if let Some(promtool) = require_tool("promtool", "lints /metrics; apt-get install prometheus") {
         let mut child = Command::new(promtool)
             .args(["check", "metrics"])
@@ -513,4 +528,48 @@ fn log_colour_only_on_a_terminal_and_never_with_no_color() {
     let stderr = String::from_utf8_lossy(&piped.stderr);
     assert!(stderr.contains("Simulator started"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
+
+/// `GET /metrics` (OpenMetrics) then `GET /healthz` on one kept-alive HTTP/1.1 connection:
+/// the first answer's head and de-chunked body, and the second answer whole.
+fn metrics_then_healthz_over_http11(addr: &str) -> (String, String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        reader.read_line(&mut size).unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).expect("a chunk size");
+        let mut chunk = vec![0; size + 2];
+        reader.read_exact(&mut chunk).unwrap();
+        assert_eq!(&chunk[size..], b"\r\n");
+        if size == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..size]);
+    }
+    write!(
+        stream,
+        "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut next = String::new();
+    reader.read_to_string(&mut next).unwrap();
+    (head, String::from_utf8(body).unwrap(), next)
 }

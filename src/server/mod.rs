@@ -1,7 +1,7 @@
 //! The agent's own port (default 9464), apart from any service it watches:
 //!
-//! - `GET /metrics`: our metrics; OpenMetrics when the scraper asks for it, else the
-//!   Prometheus text format 0.0.4.
+//! - `GET /metrics`: our metrics; protobuf or OpenMetrics when the scraper asks for it,
+//!   else the Prometheus text format 0.0.4. The text formats are streamed (scrape.rs).
 //! - `GET /healthz`: the process is alive.
 //! - `GET /readyz`: a configuration is loaded and the probes are scheduled.
 //! - `GET /api/v1/probes`: each probe's latest outcome as JSON (no secrets);
@@ -19,6 +19,7 @@
 
 mod listener;
 mod page;
+mod scrape;
 pub mod webconfig;
 
 pub use listener::{ListenerLimits, raise_descriptor_limit};
@@ -41,7 +42,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::alert::Firing;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, TextFormat};
 use crate::store::{Cursor, HistoryReader, Latest, RunQuery, RunRecord, StoreError};
 use page::{AgentView, ProbeView};
 
@@ -135,12 +136,14 @@ async fn metrics(State(s): State<ServerState>, headers: HeaderMap) -> Response {
         },
         Exposition::OpenMetrics => (
             [(header::CONTENT_TYPE, OPENMETRICS)],
-            s.metrics.render_openmetrics(),
+            scrape::body(s.metrics, TextFormat::OpenMetrics),
         )
             .into_response(),
-        Exposition::Text => {
-            ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], s.metrics.render_text()).into_response()
-        }
+        Exposition::Text => (
+            [(header::CONTENT_TYPE, PROMETHEUS_TEXT)],
+            scrape::body(s.metrics, TextFormat::Prometheus),
+        )
+            .into_response(),
     }
 }
 
