@@ -751,6 +751,7 @@ mod tests {
             }),
             started_at: SystemTime::now(),
             schedule_lag: Duration::ZERO,
+            trace: None,
             observation: o,
         }
     }

@@ -185,6 +185,9 @@ impl Marks {
 pub enum TokenSource {
     Usage,
     Events,
+    /// Counted by us from what we sent (input tokens a server did not report: about four
+    /// characters a token), flagged so nobody takes it for the server's count.
+    Estimated,
 }
 
 impl TokenSource {
@@ -192,6 +195,7 @@ impl TokenSource {
         match self {
             TokenSource::Usage => "usage",
             TokenSource::Events => "events",
+            TokenSource::Estimated => "estimated",
         }
     }
 }
@@ -205,6 +209,10 @@ pub struct Observation {
     pub http_status: Option<u16>,
     pub output_tokens: Option<u64>,
     pub token_source: Option<TokenSource>,
+    /// Tokens the request carried (the prompt), as the server's usage reported them or
+    /// estimated by us; `None` for kinds without a prompt.
+    pub input_tokens: Option<u64>,
+    pub input_token_source: Option<TokenSource>,
     /// Gaps between consecutive content-bearing events. Named chunk gaps, not token gaps:
     /// one event may carry several tokens.
     pub chunk_gaps: Vec<Duration>,
@@ -237,6 +245,8 @@ impl Observation {
             http_status: None,
             output_tokens: None,
             token_source: None,
+            input_tokens: None,
+            input_token_source: None,
             chunk_gaps: Vec::new(),
             bytes_received: 0,
             server_reported: Vec::new(),
@@ -332,6 +342,43 @@ pub struct ProbeIdentity {
     pub full_metrics: bool,
 }
 
+/// The W3C Trace Context a run's request carried (`traceparent`): a fresh trace per run,
+/// so the server's trace of that request can be found from the run's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceContext {
+    pub trace_id: [u8; 16],
+    /// Our span: the client side of the request; the server's span is its child.
+    pub span_id: [u8; 8],
+    pub sampled: bool,
+}
+
+impl TraceContext {
+    /// The `traceparent` header value: version 00, trace id, parent (our span) id, flags.
+    pub fn traceparent(&self) -> String {
+        format!(
+            "00-{}-{}-{:02x}",
+            self.trace_id_hex(),
+            hex(&self.span_id),
+            u8::from(self.sampled)
+        )
+    }
+
+    /// 32 lowercase hex digits, as trace back ends and exemplars show it.
+    pub fn trace_id_hex(&self) -> String {
+        hex(&self.trace_id)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 /// One finished run, stamped with who ran what and when. This is what metrics, the store
 /// and (later) alerting consume.
 #[derive(Debug, Clone)]
@@ -341,6 +388,9 @@ pub struct Outcome {
     pub started_at: SystemTime,
     /// How late the run started after its scheduled tick (zero for one-off runs).
     pub schedule_lag: Duration,
+    /// The trace context the run's request carried; `None` when the probe turned it off
+    /// or the run never sent a request.
+    pub trace: Option<TraceContext>,
     pub observation: Observation,
 }
 
@@ -416,6 +466,23 @@ mod tests {
         assert_eq!(o.ttft(), Some(Duration::from_millis(300)));
         assert_eq!(o.total(), Some(Duration::from_millis(510)));
         assert_eq!(o.tpot(), Some(Duration::from_millis(20)));
+    }
+
+    #[test]
+    fn traceparent_follows_the_w3c_layout() {
+        let t = TraceContext {
+            trace_id: [
+                0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47,
+                0x36,
+            ],
+            span_id: [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7],
+            sampled: true,
+        };
+        assert_eq!(
+            t.traceparent(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
+        assert_eq!(t.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
     }
 
     #[test]

@@ -424,6 +424,7 @@ mod tests {
             probe,
             started_at: SystemTime::now(),
             schedule_lag: Duration::ZERO,
+            trace: None,
             observation: o,
         });
         let text = metrics.render_text();

@@ -336,6 +336,7 @@ mod tests {
                 probe: self.identity.clone(),
                 started_at: SystemTime::now(),
                 schedule_lag: Duration::ZERO,
+                trace: None,
                 observation: Observation::new(std::time::Instant::now()),
             }
         }

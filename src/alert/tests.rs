@@ -62,6 +62,7 @@ fn outcome(probe: &Arc<ProbeIdentity>, run: Run, at: SystemTime) -> Outcome {
         probe: probe.clone(),
         started_at: at,
         schedule_lag: Duration::ZERO,
+        trace: None,
         observation: o,
     }
 }

@@ -175,6 +175,7 @@ impl ReadyProbe {
             probe: self.identity.clone(),
             started_at,
             schedule_lag: Duration::ZERO,
+            trace: None,
             observation,
         }
     }
