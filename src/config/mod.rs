@@ -40,10 +40,12 @@ mod check;
 pub(crate) use check::Checker;
 pub use check::valid_label_value;
 mod content;
+mod cost;
 pub use content::{
     BUILTIN_IMAGES, BuiltinImage, ImageFormat, ImageSource, Images, PromptBucket, Prompts, Scene,
     TENSOR_DATATYPES, TensorData, TensorInput, Upload,
 };
+pub use cost::{Cost, DEFAULT_CURRENCY, TokenBudget};
 mod env;
 pub use env::substitute_env;
 pub mod files;
@@ -288,6 +290,10 @@ pub struct ProbeConfig {
     /// Which series the probe exposes: its own `metrics.detail`, else `defaults`', else
     /// the agent's.
     pub metrics: MetricsDetail,
+    /// LLM kinds: what its tokens cost (its own `cost`, over `defaults.cost`).
+    pub cost: Option<Cost>,
+    /// LLM kinds on an interval: its daily token budget.
+    pub budget: Option<TokenBudget>,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,

@@ -149,6 +149,16 @@ impl Checker<'_> {
             self.error(p, &key("slo.ttft_p95"), "only for LLM kinds; use total_p95");
         }
 
+        let cost = self.probe_cost(p, prefix, kind, raw.cost, defaults.and_then(|d| d.cost.as_ref()));
+        let budget = self.probe_budget(
+            p,
+            prefix,
+            kind,
+            schedule.as_ref(),
+            raw.budget,
+            defaults.and_then(|d| d.budget.as_ref()),
+        );
+
         if self.errors.len() > errors_before {
             return None;
         }
@@ -177,6 +187,8 @@ impl Checker<'_> {
                 .and_then(|m| m.detail)
                 .or(defaults.and_then(|d| d.metrics))
                 .unwrap_or_default(),
+            cost,
+            budget,
         })
     }
 
