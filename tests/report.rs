@@ -52,6 +52,9 @@ fn synthetic(
             Duration::from_millis(40)
         }),
         output_tokens: Some(20),
+        output_token_source: Some("usage"),
+        input_tokens: Some(100),
+        input_token_source: Some("usage"),
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
     }
