@@ -101,9 +101,33 @@ pub(super) async fn fan_out(
                 metrics.record_skipped(&probe, ticks);
                 tracing::warn!(probe = %probe.name, ticks, "Skipped scheduled runs: the previous run was still going.");
             }
+            RunEvent::Paced { probe, change } => log_pace(&probe, &change),
         }
     }
     paging.settle(true);
+}
+
+/// The token budget's crossings: a warning when a probe's day would exceed it and its
+/// interval stretches, a note when the configured interval returns.
+fn log_pace(probe: &ProbeIdentity, c: &crate::schedule::budget::PaceChange) {
+    let secs = |d: Duration| d.as_secs_f64();
+    match c.stretched {
+        Some(stretched) => tracing::warn!(
+            probe = %probe.name,
+            tokens_per_day = c.tokens_per_day,
+            projected_per_day = c.projected_per_day,
+            interval_s = secs(c.configured),
+            stretched_interval_s = secs(stretched),
+            "Token budget: at this rate the probe would use more tokens a day than its budget; its interval is stretched until the day fits."
+        ),
+        None => tracing::info!(
+            probe = %probe.name,
+            tokens_per_day = c.tokens_per_day,
+            projected_per_day = c.projected_per_day,
+            interval_s = secs(c.configured),
+            "Token budget: the probe's use fits its budget again; back to its configured interval."
+        ),
+    }
 }
 
 /// One structured line per run.
