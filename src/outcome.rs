@@ -432,6 +432,8 @@ impl Outcome {
             "total_seconds": secs(o.total()),
             "output_tokens": o.output_tokens,
             "token_source": o.token_source.map(TokenSource::as_str),
+            "input_tokens": o.input_tokens,
+            "input_token_source": o.input_token_source.map(TokenSource::as_str),
             "finish_reason": o.finish_reason,
             "chunks": o.chunk_gaps.len() + usize::from(o.marks.first_token.is_some()),
             "bytes_received": o.bytes_received,
