@@ -144,6 +144,7 @@ fn log_outcome(outcome: &Outcome) {
             ttft_ms = ms(o.ttft()),
             total_ms = ms(o.total()),
             output_tokens = o.output_tokens,
+            input_tokens = o.input_tokens,
             "Probe run finished."
         ),
         Some(f) => tracing::warn!(
