@@ -53,6 +53,7 @@ fn main() {
             output_tokens: (!failed).then_some(64),
             prompt_bucket: "short".into(),
             image_bucket: "none".into(),
+            trace_id: None,
         };
         while !writer.record(record.clone()) {
             waits += 1;
@@ -145,6 +146,7 @@ fn paced() {
             output_tokens: None,
             prompt_bucket: "none".into(),
             image_bucket: "none".into(),
+            trace_id: None,
         })
         .collect();
     let cpu0 = cpu_seconds();

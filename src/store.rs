@@ -7,6 +7,7 @@
 
 mod alert_state;
 mod history;
+mod migrations;
 pub use alert_state::{Pending, Store, StoreError};
 #[cfg(test)]
 pub(crate) use history::sample;

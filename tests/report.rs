@@ -54,6 +54,7 @@ fn synthetic(
         output_tokens: Some(20),
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
+        trace_id: None,
     }
 }
 

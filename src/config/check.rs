@@ -77,6 +77,7 @@ pub(super) struct Defaults {
     pub(super) alert: RawAlert,
     pub(super) slo: RawSlo,
     pub(super) metrics: Option<MetricsDetail>,
+    pub(super) trace: super::tracing::RawTrace,
 }
 
 impl Checker<'_> {
@@ -395,6 +396,7 @@ impl Checker<'_> {
                 remote_write: None,
                 history: HistoryConfig::default(),
                 metrics: MetricsDetail::default(),
+                tracing: None,
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
@@ -452,6 +454,7 @@ impl Checker<'_> {
             data_dir,
             external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
             metrics: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
+            tracing: raw.tracing.and_then(|t| self.tracing(t)),
         })
     }
 
@@ -536,6 +539,7 @@ impl Checker<'_> {
             self.passes(|cx| cx.labels(None, "defaults", &one))
         });
         let slo = self.defaults_slo(raw.slo.unwrap_or_default());
+        let trace = self.defaults_trace(raw.trace.unwrap_or_default(), &headers);
         Some(Defaults {
             interval: raw
                 .interval
@@ -554,6 +558,7 @@ impl Checker<'_> {
             alert: raw.alert.unwrap_or_default(),
             slo,
             metrics: raw.metrics.and_then(|m| m.detail),
+            trace,
         })
     }
 

@@ -82,6 +82,8 @@ pub struct RunRecord {
     pub output_tokens: Option<u64>,
     pub prompt_bucket: String,
     pub image_bucket: String,
+    /// The W3C trace id the run's requests carried (32 hex digits).
+    pub trace_id: Option<String>,
 }
 
 impl RunRecord {
@@ -105,6 +107,7 @@ impl RunRecord {
             output_tokens: o.output_tokens,
             prompt_bucket: o.prompt_bucket.to_owned(),
             image_bucket: o.image_bucket.to_owned(),
+            trace_id: outcome.trace.map(|t| t.trace_id_hex()),
         }
     }
 
@@ -129,6 +132,7 @@ impl RunRecord {
             "output_tokens": self.output_tokens,
             "prompt_bucket": self.prompt_bucket,
             "image_bucket": self.image_bucket,
+            "trace_id": self.trace_id,
         })
     }
 }
@@ -357,8 +361,8 @@ impl Writer {
             )?;
             let mut add = tx.prepare_cached(
                 "INSERT INTO runs (series, at_ms, reason, message, status, ttfb_us, ttft_us, tpot_us,
-                                   total_us, tokens, prompt_bucket, image_bucket)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                   total_us, tokens, prompt_bucket, image_bucket, trace_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             )?;
             for r in runs {
                 let key = (r.probe.clone(), r.location.clone());
@@ -383,6 +387,7 @@ impl Writer {
                     r.output_tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
                     r.prompt_bucket,
                     r.image_bucket,
+                    r.trace_id,
                 ])?;
             }
         }
@@ -528,6 +533,8 @@ impl Cursor {
 /// The history's reading end: its own read-only connection.
 pub struct HistoryReader {
     conn: Mutex<Connection>,
+    /// [`COLUMNS`] and the columns added since (migrations.rs), NULL where this store lacks them.
+    columns: String,
 }
 
 impl std::fmt::Debug for HistoryReader {
@@ -561,6 +568,7 @@ fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
             .map(|t| u64::try_from(t).unwrap_or(0)),
         prompt_bucket: row.get(11)?,
         image_bucket: row.get(12)?,
+        trace_id: row.get(14)?,
     })
 }
 
@@ -569,8 +577,14 @@ impl HistoryReader {
     /// agent may be writing.
     pub fn open(db: &Path) -> Result<HistoryReader, StoreError> {
         let conn = open(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let trace_id =
+            super::migrations::select_added(&conn, "trace_id").map_err(|source| StoreError::Open {
+                path: db.to_owned(),
+                source,
+            })?;
         Ok(HistoryReader {
             conn: Mutex::new(conn),
+            columns: format!("{COLUMNS}, {trace_id}"),
         })
     }
 
@@ -596,11 +610,11 @@ impl HistoryReader {
         let id_after = args.push(after.id);
         let n = args.push(fetch);
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
              WHERE {}
                AND (r.at_ms > {since_after} OR (r.at_ms = {since_after} AND r.id > {id_after}))
              ORDER BY r.at_ms, r.id LIMIT {n}",
-            args.filter
+            self.columns, args.filter
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params_from_iter(args.values))?;
@@ -659,8 +673,9 @@ impl HistoryReader {
             ids.collect::<Result<_, _>>()?
         };
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
-             WHERE r.series = ?1 AND r.at_ms >= ?2 AND r.at_ms < ?3 ORDER BY r.at_ms, r.id"
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
+             WHERE r.series = ?1 AND r.at_ms >= ?2 AND r.at_ms < ?3 ORDER BY r.at_ms, r.id",
+            self.columns
         );
         for id in series {
             let runs: Vec<RunRecord> = {
@@ -700,8 +715,9 @@ impl HistoryReader {
     pub fn recent(&self, probe: &str, location: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
         let conn = self.conn();
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
-             WHERE s.probe = ?1 AND s.location = ?2 ORDER BY r.at_ms DESC, r.id DESC LIMIT ?3"
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
+             WHERE s.probe = ?1 AND s.location = ?2 ORDER BY r.at_ms DESC, r.id DESC LIMIT ?3",
+            self.columns
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
@@ -785,6 +801,7 @@ pub(crate) fn sample(probe: &str, at: SystemTime, ok: bool, total_ms: u64) -> Ru
         output_tokens: Some(7),
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
     }
 }
 
