@@ -75,6 +75,7 @@ pub struct Spans {
 struct Running {
     config: TracingConfig,
     queue: mpsc::Sender<SpanData>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 /// An exporter built for a config, not yet started (see [`Spans::install`]).
@@ -133,10 +134,11 @@ impl Spans {
         // Dropping the old sender ends its task once its queue is sent.
         *self.lock() = wanted.zip(exporter).map(|(config, exporter)| {
             let (queue, rx) = mpsc::channel(QUEUE);
-            tokio::spawn(export_loop(exporter, rx, self.stats.clone()));
+            let task = tokio::spawn(export_loop(exporter, rx, self.stats.clone()));
             Running {
                 config: config.clone(),
                 queue,
+                task,
             }
         });
     }
@@ -152,6 +154,18 @@ impl Spans {
         };
         if running.queue.try_send(span).is_err() {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Stops taking spans and sends what is queued, for at most `within` (at shutdown,
+    /// after the last outcomes went through the fan-out).
+    pub async fn close(&self, within: Duration) {
+        let running = self.lock().take();
+        if let Some(Running { queue, task, .. }) = running {
+            drop(queue);
+            if tokio::time::timeout(within, task).await.is_err() {
+                tracing::warn!("Run spans still queued for the OTLP collector at shutdown are lost.");
+            }
         }
     }
 

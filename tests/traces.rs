@@ -200,12 +200,14 @@ fn every_run_carries_a_fresh_trace_found_in_every_surface() {
         }
     }
 
-    // The probe's page lists its runs with their trace ids.
-    let (_, _, page) = http_get(&agent.addr, "/probes/up", None);
-    assert!(page.contains("<th>trace id</th>"));
-    assert!(
-        page.contains(&format!("<code>{last_up}</code>")),
-        "the last run's trace id on the page"
+    // The probe's page lists its runs with their trace ids (from the history, which
+    // the last run reaches within the writer's commit window).
+    let page = || http_get(&agent.addr, "/probes/up", None).2;
+    assert!(page().contains("<th>trace id</th>"));
+    wait_until(
+        "the last run's trace id on its page",
+        Duration::from_secs(5),
+        || page().contains(&format!("<code>{last_up}</code>")),
     );
 
     // The pages of the failing probe carry the trace id of one of its failed runs.

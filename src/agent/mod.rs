@@ -408,6 +408,8 @@ impl Agent {
         if let Ok(history) = Arc::try_unwrap(self.history) {
             let _ = tokio::task::spawn_blocking(move || history.close()).await;
         }
+        // The last runs' spans: what is queued goes out, within a few seconds.
+        self.spans.close(Duration::from_secs(5)).await;
         if let Some(push) = self.push {
             // Its last push: what the runs just drained left in the metrics.
             let push = push.stop();
