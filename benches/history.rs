@@ -56,6 +56,7 @@ fn main() {
             input_token_source: (!failed).then_some("usage"),
             prompt_bucket: "short".into(),
             image_bucket: "none".into(),
+            trace_id: None,
         };
         while !writer.record(record.clone()) {
             waits += 1;
@@ -151,6 +152,7 @@ fn paced() {
             input_token_source: None,
             prompt_bucket: "none".into(),
             image_bucket: "none".into(),
+            trace_id: None,
         })
         .collect();
     let cpu0 = cpu_seconds();

@@ -414,6 +414,9 @@ impl Outcome {
             "endpoint": self.probe.endpoint,
             "labels": labels,
             "started_at": humantime::format_rfc3339_millis(self.started_at).to_string(),
+            // The trace the run's requests carried (null when the probe does not trace):
+            // the server's trace of this run is found by it.
+            "trace_id": self.trace.map(|t| t.trace_id_hex()),
             "success": o.success(),
             "reason": o.failure().map(|f| f.reason.as_str()),
             // A failure's message, or a successful run's note.

@@ -58,6 +58,7 @@ fn synthetic(
         input_token_source: Some(if probe == "vision" { "estimated" } else { "usage" }),
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
+        trace_id: None,
     }
 }
 

@@ -31,6 +31,7 @@ pub(super) async fn fan_out(
     paging: Arc<Paging>,
     history: Arc<HistoryWriter>,
     current: Current,
+    spans: Arc<crate::otlp::Spans>,
 ) {
     let mut history_seen = (u64::MAX, u64::MAX);
     loop {
@@ -94,6 +95,7 @@ pub(super) async fn fan_out(
                         history_seen = now;
                     }
                     paging.observe(&outcome);
+                    spans.offer(&outcome);
                 }
                 log_outcome(&outcome);
             }
@@ -134,6 +136,8 @@ fn log_pace(probe: &ProbeIdentity, c: &crate::schedule::budget::PaceChange) {
 fn log_outcome(outcome: &Outcome) {
     let o = &outcome.observation;
     let ms = |d: Option<Duration>| d.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
+    // The run's trace id, to find the server's trace of it (absent when not traced).
+    let trace_id = outcome.trace.map(|t| t.trace_id_hex());
     match o.failure() {
         None => tracing::info!(
             probe = %outcome.probe.name,
@@ -145,6 +149,7 @@ fn log_outcome(outcome: &Outcome) {
             total_ms = ms(o.total()),
             output_tokens = o.output_tokens,
             input_tokens = o.input_tokens,
+            trace_id,
             "Probe run finished."
         ),
         Some(f) => tracing::warn!(
@@ -156,6 +161,7 @@ fn log_outcome(outcome: &Outcome) {
             ttft_ms = ms(o.ttft()),
             total_ms = ms(o.total()),
             error = %f.message,
+            trace_id,
             "Probe run failed."
         ),
     }

@@ -66,6 +66,8 @@ pub enum AgentError {
     Receiver(#[from] ReceiverError),
     #[error("agent.remote_write: {0}")]
     RemoteWrite(crate::net::TlsSetupError),
+    #[error("agent.tracing: {0}")]
+    Tracing(crate::otlp::OtlpError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -98,6 +100,8 @@ pub struct Agent {
     settle_ms: Arc<AtomicU64>,
     /// The remote_write pusher, when configured.
     push: Option<Running<RemoteWriteConfig>>,
+    /// Runs exported as OTLP spans (agent.tracing), when configured.
+    spans: Arc<crate::otlp::Spans>,
     /// `host:port` a scrape would call this agent: the pushed `instance` label.
     instance: String,
     location: String,
@@ -146,6 +150,7 @@ impl Agent {
         let paging = Arc::new(Paging::open(store, &location, &api_base, metrics.clone())?);
         let (tx, rx) = mpsc::channel(4096);
         let current = Current::default();
+        let spans = Arc::new(crate::otlp::Spans::default());
         let fanout = tokio::spawn(fan_out(
             rx,
             metrics.clone(),
@@ -153,6 +158,7 @@ impl Agent {
             paging.clone(),
             history.clone(),
             current.clone(),
+            spans.clone(),
         ));
         let server_shutdown = CancellationToken::new();
         let server = tokio::spawn(server::serve(
@@ -178,6 +184,7 @@ impl Agent {
             history,
             settle_ms,
             push: None,
+            spans,
             instance,
             location,
             build: BuildContext::new(),
@@ -272,11 +279,19 @@ impl Agent {
             ),
             _ => None,
         };
+        let spans = match &config.agent.tracing {
+            Some(t) if !self.spans.runs_as(Some(t)) => Some(
+                crate::otlp::Spans::build(t, &self.build.roots, self.build.redactor.clone(), &self.location)
+                    .map_err(AgentError::Tracing)?,
+            ),
+            _ => None,
+        };
         secrets.keep();
         Ok(Built {
             probes,
             receivers,
             pusher,
+            spans,
         })
     }
 
@@ -331,6 +346,7 @@ impl Agent {
             Ordering::Relaxed,
         );
         self.swap_pusher(config.agent.remote_write.as_ref(), built.pusher);
+        self.spans.install(config.agent.tracing.as_ref(), built.spans);
     }
 
     /// remote_write: started, replaced or stopped as the file says. A replacement starts
@@ -392,6 +408,8 @@ impl Agent {
         if let Ok(history) = Arc::try_unwrap(self.history) {
             let _ = tokio::task::spawn_blocking(move || history.close()).await;
         }
+        // The last runs' spans: what is queued goes out, within a few seconds.
+        self.spans.close(Duration::from_secs(5)).await;
         if let Some(push) = self.push {
             // Its last push: what the runs just drained left in the metrics.
             let push = push.stop();
@@ -440,4 +458,6 @@ struct Built {
     receivers: Vec<Receiver>,
     /// Only when remote_write is new or changed.
     pusher: Option<Pusher>,
+    /// Only when agent.tracing is new or changed.
+    spans: Option<crate::otlp::Exporter>,
 }

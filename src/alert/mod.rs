@@ -112,6 +112,11 @@ pub struct Alert {
     pub reason: String,
     pub last_status: Option<u16>,
     pub last_error: Option<String>,
+    /// The W3C trace id of the last bad run (the last failed one for a down alert), to
+    /// find the server's trace of it; `None` when the probe does not trace. Absent from
+    /// state saved before traces (hence the default).
+    #[serde(default)]
+    pub trace_id: Option<String>,
     /// The first bad run of the streak that fired the alert.
     pub since: SystemTime,
     pub fired_at: SystemTime,
@@ -150,6 +155,7 @@ impl Alert {
             reason: "test".into(),
             last_status: None,
             last_error: None,
+            trace_id: None,
             since: now,
             fired_at: now,
             resolved_at: None,
@@ -590,6 +596,7 @@ impl Alerting {
             reason: String::new(),
             last_status: None,
             last_error: None,
+            trace_id: outcome.trace.map(|t| t.trace_id_hex()),
             since: track.bad_since.unwrap_or(now),
             fired_at: now,
             resolved_at: None,
@@ -737,6 +744,7 @@ fn with_failure(mut alert: Alert, outcome: &Outcome) -> Alert {
         alert.last_error = Some(shorten(&f.message, MAX_ERROR_CHARS));
     }
     alert.last_status = o.http_status;
+    alert.trace_id = outcome.trace.map(|t| t.trace_id_hex());
     alert
 }
 
@@ -771,6 +779,12 @@ fn describe_down(
     );
     if let Some(status) = outcome.observation.http_status {
         d.push_str(&format!("\nLast HTTP status: {status}"));
+    }
+    if let Some(trace) = &outcome.trace {
+        d.push_str(&format!(
+            "\nTrace id of the last failed run: {}",
+            trace.trace_id_hex()
+        ));
     }
     d.push_str(&format!(
         "\nFailing since {} ({lasted}, {} runs in a row).",

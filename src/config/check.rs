@@ -80,6 +80,7 @@ pub(super) struct Defaults {
     pub(super) metrics: Option<MetricsDetail>,
     pub(super) cost: Option<InheritedCost>,
     pub(super) budget: Option<RawBudget>,
+    pub(super) trace: super::tracing::RawTrace,
 }
 
 impl Checker<'_> {
@@ -398,6 +399,7 @@ impl Checker<'_> {
                 remote_write: None,
                 history: HistoryConfig::default(),
                 metrics: MetricsDetail::default(),
+                tracing: None,
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
@@ -455,6 +457,7 @@ impl Checker<'_> {
             data_dir,
             external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
             metrics: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
+            tracing: raw.tracing.and_then(|t| self.tracing(t)),
         })
     }
 
@@ -541,6 +544,7 @@ impl Checker<'_> {
         let slo = self.defaults_slo(raw.slo.unwrap_or_default());
         let cost = raw.cost.map(|c| self.defaults_cost(c));
         let budget = raw.budget.map(|b| self.defaults_budget(Some(b)));
+        let trace = self.defaults_trace(raw.trace.unwrap_or_default(), &headers);
         Some(Defaults {
             interval: raw
                 .interval
@@ -561,6 +565,7 @@ impl Checker<'_> {
             metrics: raw.metrics.and_then(|m| m.detail),
             cost,
             budget,
+            trace,
         })
     }
 

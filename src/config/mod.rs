@@ -59,6 +59,8 @@ mod raw;
 pub use raw::MetricsDetail;
 mod remote_write;
 pub use remote_write::RemoteWriteConfig;
+mod tracing;
+pub use tracing::{TraceConfig, TracingConfig};
 mod schema;
 pub(crate) use schema::documented_enum;
 pub use schema::json_schema;
@@ -144,6 +146,8 @@ pub struct AgentConfig {
     /// `agent.metrics.detail`: the agent's own series, and every probe's unless it or
     /// `defaults` says otherwise.
     pub metrics: MetricsDetail,
+    /// `agent.tracing`: each run exported as a span; `None` (the default) exports nothing.
+    pub tracing: Option<TracingConfig>,
 }
 
 /// `agent.history`: how much run history the store keeps, by age and by disk use
@@ -294,6 +298,8 @@ pub struct ProbeConfig {
     pub cost: Option<Cost>,
     /// LLM kinds on an interval: its daily token budget.
     pub budget: Option<TokenBudget>,
+    /// `trace`: the W3C `traceparent` each run sends (on unless turned off).
+    pub trace: TraceConfig,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,

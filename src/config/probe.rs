@@ -74,6 +74,13 @@ impl Checker<'_> {
         );
 
         let headers = self.probe_headers(p, prefix, &raw.headers, defaults);
+        let trace = self.probe_trace(
+            p,
+            prefix,
+            raw.trace,
+            defaults.map(|d| (d.trace, &d.headers)),
+            &raw.headers,
+        );
 
         // Prompts and max_tokens are the LLM kinds' keys, handed to their check below, but
         // checked here, in file order, so that a misplaced `prompts` reads before the
@@ -189,6 +196,7 @@ impl Checker<'_> {
                 .unwrap_or_default(),
             cost,
             budget,
+            trace,
         })
     }
 

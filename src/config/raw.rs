@@ -16,6 +16,7 @@ use super::schema::{
     BuiltinImageName, Datatype, Duration, FinishReason, HttpMethod, ImageDetail, Labels, Layout, Name,
     StatusCodes, TensorImage, TopLabel, UploadAs,
 };
+use super::tracing::{RawTrace, RawTracing};
 use super::{Kind, PromptBucket};
 
 /// The run history kept on disk (status page, reports); the oldest runs go first.
@@ -104,6 +105,8 @@ pub(super) struct RawAgent {
     pub(super) history: Option<RawHistory>,
     /// Which series are exposed: `{detail: basic}` (default) or `{detail: full}`.
     pub(super) metrics: Option<RawMetrics>,
+    /// Export each run as one client span over OTLP/HTTP (off by default).
+    pub(super) tracing: Option<RawTracing>,
 }
 
 /// Values every probe inherits unless it sets its own (each applies only to the kinds
@@ -149,6 +152,9 @@ pub(super) struct RawDefaults {
     pub(super) cost: Option<RawCost>,
     /// LLM kinds: the daily token budget every probe inherits.
     pub(super) budget: Option<RawBudget>,
+    /// The W3C `traceparent` every probe sends, key by key: `{enabled: true, sampled: true}`
+    /// (default).
+    pub(super) trace: Option<RawTrace>,
 }
 
 /// One endpoint to watch: what to send, how often, and what counts as success.
@@ -229,6 +235,9 @@ pub(super) struct RawProbe {
     /// LLM kinds: `{tokens_per_day: N}` (over defaults.budget): over it the agent warns
     /// and stretches the interval.
     pub(super) budget: Option<RawBudget>,
+    /// The W3C `traceparent` each run sends (over defaults.trace): `{enabled: true,
+    /// sampled: true}` (default).
+    pub(super) trace: Option<RawTrace>,
 }
 
 /// `images:` as a mapping (`builtin`, `files`, ...) or a plain list, `[cat.jpg, x.png]`,

@@ -119,6 +119,10 @@ impl Endpoint {
         head_deadline: tokio::time::Instant,
         head_timeout_reason: FailureReason,
     ) -> Option<ResponseStream<'_>> {
+        let mut request = request;
+        if let Some(trace) = &cx.trace {
+            super::trace::stamp(request.headers_mut(), trace);
+        }
         let mut response = send(
             &self.client,
             request,

@@ -86,6 +86,8 @@ pub struct RunRecord {
     pub input_token_source: Option<&'static str>,
     pub prompt_bucket: String,
     pub image_bucket: String,
+    /// The W3C trace id the run's requests carried (32 hex digits).
+    pub trace_id: Option<String>,
 }
 
 impl RunRecord {
@@ -112,6 +114,7 @@ impl RunRecord {
             input_token_source: o.input_token_source.map(TokenSource::as_str),
             prompt_bucket: o.prompt_bucket.to_owned(),
             image_bucket: o.image_bucket.to_owned(),
+            trace_id: outcome.trace.map(|t| t.trace_id_hex()),
         }
     }
 
@@ -139,6 +142,7 @@ impl RunRecord {
             "input_token_source": self.input_token_source,
             "prompt_bucket": self.prompt_bucket,
             "image_bucket": self.image_bucket,
+            "trace_id": self.trace_id,
         })
     }
 }
@@ -368,8 +372,8 @@ impl Writer {
             let mut add = tx.prepare_cached(
                 "INSERT INTO runs (series, at_ms, reason, message, status, ttfb_us, ttft_us, tpot_us,
                                    total_us, tokens, prompt_bucket, image_bucket,
-                                   tokens_source, input_tokens, input_source)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                                   tokens_source, input_tokens, input_source, trace_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )?;
             for r in runs {
                 let key = (r.probe.clone(), r.location.clone());
@@ -397,6 +401,7 @@ impl Writer {
                     r.output_token_source,
                     r.input_tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
                     r.input_token_source,
+                    r.trace_id,
                 ])?;
             }
         }
@@ -542,6 +547,8 @@ impl Cursor {
 /// The history's reading end: its own read-only connection.
 pub struct HistoryReader {
     conn: Mutex<Connection>,
+    /// [`COLUMNS`] and the columns added since (migrate.rs), NULL where this store lacks them.
+    columns: String,
 }
 
 impl std::fmt::Debug for HistoryReader {
@@ -550,9 +557,9 @@ impl std::fmt::Debug for HistoryReader {
     }
 }
 
+/// The columns of the first release; those added since come after them (migrate.rs).
 const COLUMNS: &str = "s.probe, s.location, r.at_ms, r.reason, r.message, r.status, r.ttfb_us, r.ttft_us,
-                       r.tpot_us, r.total_us, r.tokens, r.prompt_bucket, r.image_bucket, r.id,
-                       r.tokens_source, r.input_tokens, r.input_source";
+                       r.tpot_us, r.total_us, r.tokens, r.prompt_bucket, r.image_bucket, r.id";
 
 fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
     let us = |i: usize| -> Result<Option<Duration>, rusqlite::Error> {
@@ -581,6 +588,7 @@ fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
             .get::<_, Option<i64>>(15)?
             .map(|t| u64::try_from(t).unwrap_or(0)),
         input_token_source: token_source(row.get(16)?),
+        trace_id: row.get(17)?,
     })
 }
 
@@ -589,8 +597,13 @@ impl HistoryReader {
     /// agent may be writing.
     pub fn open(db: &Path) -> Result<HistoryReader, StoreError> {
         let conn = open(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let added = migrate::select_added(&conn).map_err(|source| StoreError::Open {
+            path: db.to_owned(),
+            source,
+        })?;
         Ok(HistoryReader {
             conn: Mutex::new(conn),
+            columns: format!("{COLUMNS}, {added}"),
         })
     }
 
@@ -616,11 +629,11 @@ impl HistoryReader {
         let id_after = args.push(after.id);
         let n = args.push(fetch);
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
              WHERE {}
                AND (r.at_ms > {since_after} OR (r.at_ms = {since_after} AND r.id > {id_after}))
              ORDER BY r.at_ms, r.id LIMIT {n}",
-            args.filter
+            self.columns, args.filter
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params_from_iter(args.values))?;
@@ -679,8 +692,9 @@ impl HistoryReader {
             ids.collect::<Result<_, _>>()?
         };
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
-             WHERE r.series = ?1 AND r.at_ms >= ?2 AND r.at_ms < ?3 ORDER BY r.at_ms, r.id"
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
+             WHERE r.series = ?1 AND r.at_ms >= ?2 AND r.at_ms < ?3 ORDER BY r.at_ms, r.id",
+            self.columns
         );
         for id in series {
             let runs: Vec<RunRecord> = {
@@ -720,8 +734,9 @@ impl HistoryReader {
     pub fn recent(&self, probe: &str, location: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
         let conn = self.conn();
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
-             WHERE s.probe = ?1 AND s.location = ?2 ORDER BY r.at_ms DESC, r.id DESC LIMIT ?3"
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
+             WHERE s.probe = ?1 AND s.location = ?2 ORDER BY r.at_ms DESC, r.id DESC LIMIT ?3",
+            self.columns
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
@@ -817,6 +832,7 @@ pub(crate) fn sample(probe: &str, at: SystemTime, ok: bool, total_ms: u64) -> Ru
         input_token_source: Some("usage"),
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
     }
 }
 
