@@ -28,6 +28,9 @@ pub enum TextFormat {
     OpenMetrics,
 }
 
+/// Probes per protobuf `MetricFamily` message: what one message holds while it is built.
+const PROTOBUF_GROUP: usize = 500;
+
 /// A registry of some per-probe families, for one encoding.
 fn probe_registry(
     probes: &std::sync::Arc<[std::sync::Arc<super::ProbeSeries>]>,
@@ -98,9 +101,15 @@ impl Metrics {
     ) -> Result<(), EncodeError> {
         let probes = self.probe_list();
         for family in 0..FAMILIES.len() {
-            let body = prometheus_protobuf::encode_to_vec(&probe_registry(&probes, family..family + 1))?;
-            if !body.is_empty() {
-                out(body).map_err(|_| EncodeError::Stopped)?;
+            // A family of 10,000 probes built whole is ~25 MB of messages: it goes out in
+            // messages of PROTOBUF_GROUP probes each (a family may span several
+            // messages: Prometheus reads each message's series as they come).
+            for group in probes.chunks(PROTOBUF_GROUP) {
+                let body =
+                    prometheus_protobuf::encode_to_vec(&probe_registry(&group.into(), family..family + 1))?;
+                if !body.is_empty() {
+                    out(body).map_err(|_| EncodeError::Stopped)?;
+                }
             }
         }
         out(prometheus_protobuf::encode_to_vec(&self.registry)?).map_err(|_| EncodeError::Stopped)

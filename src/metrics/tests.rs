@@ -360,3 +360,28 @@ fn no_latency_spread_grows_a_native_histogram_past_its_bucket_bound() {
     assert!(native.schema < i32::from(SLO_NATIVE_SCHEMA), "{}", native.schema);
     assert_eq!(native.sample_count, 400);
 }
+
+#[test]
+fn a_large_protobuf_family_goes_out_in_bounded_messages_with_every_series() {
+    let probes: Vec<_> = (0..1200)
+        .map(|i| {
+            Arc::new(ProbeIdentity {
+                name: format!("p{i}"),
+                ..(*probe(false)).clone()
+            })
+        })
+        .collect();
+    let m = configured(&probes);
+    for p in &probes {
+        let mut o = outcome(None);
+        o.probe = p.clone();
+        m.record(&o);
+    }
+    let families = decode(&m.render_protobuf().unwrap());
+    let up: Vec<_> = families.iter().filter(|f| f.name == "inferprobe_up").collect();
+    assert_eq!(up.len(), 3, "1,200 probes in messages of 500");
+    assert!(up.iter().all(|f| f.metric.len() <= 500));
+    assert_eq!(up.iter().map(|f| f.metric.len()).sum::<usize>(), 1200);
+    let text = m.render_text();
+    assert_eq!(text.matches("\ninferprobe_up{").count(), 1200);
+}
