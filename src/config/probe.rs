@@ -52,7 +52,7 @@ impl Checker<'_> {
         let url = self.url(p, &key("url"), &raw.url);
 
         let model = raw.model.filter(|m| !m.trim().is_empty());
-        if let Some(kind) = kind.filter(|k| k.is_llm())
+        if let Some(kind) = kind.filter(|k| k.is_llm() || *k == Kind::KserveV2Grpc)
             && model.is_none()
         {
             self.error(
@@ -126,6 +126,8 @@ impl Checker<'_> {
                     input: raw.input,
                     ready_check: raw.ready_check,
                     outputs: raw.outputs,
+                    model_version: raw.model_version,
+                    service: raw.service,
                 },
             )
         });
@@ -436,8 +438,12 @@ impl Checker<'_> {
             ("top_label", expect.top_label.is_some()),
         ];
         for (name, set) in only_kserve {
-            if set && kind.is_some_and(|k| k != Kind::KserveV2) {
-                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
+            if set && kind.is_some_and(|k| !matches!(k, Kind::KserveV2 | Kind::KserveV2Grpc)) {
+                self.error(
+                    p,
+                    &key(&format!("expect.{name}")),
+                    "only for kinds kserve_v2 and kserve_v2_grpc",
+                );
             }
         }
         if expect.model && kind.is_some_and(|k| !k.is_llm() || k == Kind::Tgi) {
@@ -494,6 +500,8 @@ pub(crate) struct SpecKeys<'a> {
     pub input: Option<RawInput>,
     pub ready_check: Option<bool>,
     pub outputs: Option<Vec<String>>,
+    pub model_version: Option<String>,
+    pub service: Option<String>,
 }
 
 /// A per-kind key that some kinds do not take (see [`SpecKeys::refuse`]). Not here: images
@@ -506,6 +514,8 @@ pub(crate) enum Key {
     Input,
     ReadyCheck,
     Outputs,
+    ModelVersion,
+    Service,
 }
 
 impl SpecKeys<'_> {
@@ -538,6 +548,12 @@ impl SpecKeys<'_> {
         }
         if keys.contains(&Key::Outputs) && self.outputs.is_some() {
             cx.error(p, &self.key("outputs"), "only for kind kserve_v2");
+        }
+        if keys.contains(&Key::ModelVersion) && self.model_version.is_some() {
+            cx.error(p, &self.key("model_version"), "only for kind kserve_v2_grpc");
+        }
+        if keys.contains(&Key::Service) && self.service.is_some() {
+            cx.error(p, &self.key("service"), "only for kind grpc_health");
         }
     }
 
