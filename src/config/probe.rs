@@ -540,14 +540,26 @@ impl SpecKeys<'_> {
             );
         }
         if keys.contains(&Key::Input) && self.input.is_some() {
-            cx.error(p, &self.key("input"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("input"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
         }
         if keys.contains(&Key::ReadyCheck) && self.ready_check.is_some() {
             self.ready_check_url(cx);
-            cx.error(p, &self.key("ready_check"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("ready_check"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
         }
         if keys.contains(&Key::Outputs) && self.outputs.is_some() {
-            cx.error(p, &self.key("outputs"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("outputs"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
         }
         if keys.contains(&Key::ModelVersion) && self.model_version.is_some() {
             cx.error(p, &self.key("model_version"), "only for kind kserve_v2_grpc");
@@ -656,7 +668,7 @@ mod tests {
                 "t.yaml:5:6: probe \"a\": probes[0].input: kind kserve_v2 needs an `input` tensor",
                 "t.yaml:6:6: probe \"b\": probes[1].images: an empty list of images",
                 "t.yaml:6:80: probe \"b\": probes[1].ready_check: needs a url ending in /infer (the check asks .../ready)",
-                "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kind kserve_v2",
+                "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kinds kserve_v2 and kserve_v2_grpc",
             ]
         );
     }

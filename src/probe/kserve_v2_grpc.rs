@@ -90,7 +90,9 @@ enum Values {
 /// Literal values of `datatype` as typed contents (raw for FP16 and BF16); an error
 /// names the first value the datatype cannot hold.
 fn encode_literal(datatype: &str, values: &[serde_json::Value]) -> Result<Values, String> {
-    let bad = |i: usize, v: &serde_json::Value| format!("value {v} (at {i}) is not a {datatype}");
+    let bad = |i: usize, v: &serde_json::Value| {
+        format!("value {v} (at index {i}) does not fit datatype {datatype}")
+    };
     let int = |i: usize, v: &serde_json::Value, min: i64, max: i64| {
         v.as_i64()
             .filter(|n| (min..=max).contains(n))
@@ -520,7 +522,7 @@ mod tests {
             ("BOOL", json!([2])),
         ] {
             let e = encode_literal(datatype, &values(bad.clone())).err().unwrap();
-            assert!(e.ends_with(&format!("is not a {datatype}")), "{e}");
+            assert!(e.ends_with(&format!("does not fit datatype {datatype}")), "{e}");
         }
     }
 
