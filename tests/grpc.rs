@@ -376,3 +376,22 @@ async fn a_real_mlserver_over_grpc() {
     assert_eq!(f.reason, FailureReason::Http4xx);
     assert!(f.message.starts_with("gRPC UNIMPLEMENTED"), "{}", f.message);
 }
+
+/// `reuse_connections` keeps the HTTP/2 connection between runs, as for HTTP: the second
+/// run has no connect phase.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_connection_is_reused_and_said_so() {
+    let sim = simulator(Script::default()).await;
+    let probe = support::build_probe(&health(
+        &format!("http://{}", sim.addr),
+        "ttft=1ms",
+        "reuse_connections: true",
+    ));
+    let first = probe.run_once().await;
+    assert_ok(&first);
+    assert!(!first.observation.connection_reused);
+    let second = probe.run_once().await;
+    assert_ok(&second);
+    assert!(second.observation.connection_reused);
+    assert!(second.observation.connect().is_none());
+}
