@@ -358,6 +358,16 @@ impl KserveGrpcProbe {
     }
 }
 
+/// A whole response body (one gRPC frame) through the same decoding and checks as a run,
+/// for the fuzz targets: what a server's bytes can make of the probe.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn check_response_body(body: &[u8], expect: &crate::config::Expect) -> Result<(), Failure> {
+    let message = grpc::unframe(body)?;
+    let response = <ModelInferResponse as prost::Message>::decode(message)
+        .map_err(|e| invalid(format!("not a ModelInferResponse: {e}")))?;
+    decode_outputs(&response).and_then(|outputs| tensors::check_outputs(&outputs, expect))
+}
+
 /// The response's outputs as values, from typed contents or raw contents alike.
 pub(crate) fn decode_outputs(response: &ModelInferResponse) -> Result<Vec<OutputTensor>, Failure> {
     let raw = !response.raw_output_contents.is_empty();
