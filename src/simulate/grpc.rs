@@ -188,6 +188,7 @@ async fn answer(request: http::Request<Incoming>, shared: &Shared) -> Response {
     let long = overrides.split('&').any(|kv| kv == "long_message=true");
     let fault = script.grpc_fault.filter(|_| drawn(&script, id));
     let mut record = SimRecord::new(id, &path, None, received);
+    record.grpc_fault = fault;
     let body = match request.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return failed(tonic::Code::Internal, "the request broke"),

@@ -136,6 +136,8 @@ pub struct SimRecord {
     pub id: u64,
     pub path: String,
     pub fault: Option<Fault>,
+    /// The fault a gRPC call got.
+    pub grpc_fault: Option<GrpcFault>,
     /// The request was fully read.
     pub received: Instant,
     pub headers_written: Option<Instant>,
@@ -150,6 +152,7 @@ impl SimRecord {
             id,
             path: path.to_owned(),
             fault,
+            grpc_fault: None,
             received,
             headers_written: None,
             first_token_written: None,
@@ -167,6 +170,7 @@ impl SimRecord {
             "id": self.id,
             "path": self.path,
             "fault": self.fault.and_then(|f| f.to_possible_value()).map(|v| v.get_name().to_owned()),
+            "grpc_fault": self.grpc_fault.and_then(|f| f.to_possible_value()).map(|v| v.get_name().to_owned()),
             "headers_ms": self.ms(self.headers_written),
             "ttft_ms": self.ms(self.first_token_written),
             "total_ms": self.ms(self.done_written),
