@@ -18,7 +18,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use inferprobe::config::{self, Config, Severity};
 use inferprobe::schedule::Shard;
 use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
-use inferprobe::simulate::{Fault, Script};
+use inferprobe::simulate::{Fault, GrpcFault, Script};
 use inferprobe::{Agent, AgentError, AgentSettings};
 
 use cli::logging::{LogFormat, init_logging, set_log_secrets};
@@ -290,20 +290,38 @@ impl PortArgs {
 /// options: described inline, they would switch its `--help` to clap's long layout,
 /// unlike every other subcommand's.
 fn command() -> clap::Command {
-    let faults: Vec<String> = Fault::value_variants()
-        .iter()
-        .filter_map(|f| f.to_possible_value())
-        .map(|v| {
-            let help = v.get_help().map(|h| h.to_string()).unwrap_or_default();
-            format!("  {:<20}{help}", v.get_name())
-        })
-        .collect();
+    fn listed(values: Vec<clap::builder::PossibleValue>) -> String {
+        values
+            .into_iter()
+            .map(|v| {
+                let help = v.get_help().map(|h| h.to_string()).unwrap_or_default();
+                format!("  {:<20}{help}", v.get_name())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+    let faults = listed(
+        Fault::value_variants()
+            .iter()
+            .filter_map(|f| f.to_possible_value())
+            .collect(),
+    );
+    let grpc_faults = listed(
+        GrpcFault::value_variants()
+            .iter()
+            .filter_map(|f| f.to_possible_value())
+            .collect(),
+    );
     Cli::command().mut_subcommand("simulate", |c| {
         c.mut_arg("fault", |a| {
             a.hide_possible_values(true)
                 .help("A fault to inject: one of the faults below")
         })
-        .after_help(format!("Faults:\n{}", faults.join("\n")))
+        .mut_arg("grpc_fault", |a| {
+            a.hide_possible_values(true)
+                .help("A fault for gRPC calls (gRPC is served on the same port, HTTP/2): one of the gRPC faults below")
+        })
+        .after_help(format!("Faults:\n{faults}\n\ngRPC faults:\n{grpc_faults}"))
     })
 }
 

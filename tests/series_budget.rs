@@ -31,6 +31,10 @@ fn probe_of(kind: Kind, sim: std::net::SocketAddr) -> String {
         Kind::KserveV2 => format!(
             "url: \"http://{sim}/v2/models/digits/infer?ttft=5ms\"\n    ready_check: true\n    input: {{name: input-0, datatype: FP32, shape: [1, 4], data: [0.1, 0.5, 0.2, 0.9]}}"
         ),
+        Kind::KserveV2Grpc => format!(
+            "url: \"http://{sim}\"\n    model: digits\n    headers: {{x-sim: ttft=5ms}}\n    ready_check: true\n    input: {{name: input-0, datatype: FP32, shape: [1, 4], data: [0.1, 0.5, 0.2, 0.9]}}"
+        ),
+        Kind::GrpcHealth => format!("url: \"http://{sim}\"\n    headers: {{x-sim: ttft=5ms}}"),
         Kind::Http => format!("url: \"http://{sim}/health\""),
     };
     format!(
@@ -116,6 +120,8 @@ async fn the_default_detail_keeps_every_probe_within_its_series_budget() {
             (Kind::LlamaCpp, LLM),
             (Kind::Anthropic, LLM),
             (Kind::KserveV2, WHOLE_BODY),
+            (Kind::KserveV2Grpc, WHOLE_BODY),
+            (Kind::GrpcHealth, WHOLE_BODY),
             (Kind::Http, WHOLE_BODY),
         ],
     );
@@ -155,6 +161,9 @@ async fn the_full_detail_is_counted_too() {
             (Kind::Anthropic, LLM),
             // The readiness request is a phase too.
             (Kind::KserveV2, WHOLE_BODY + 12),
+            // The same over gRPC: ModelReady is its phase.
+            (Kind::KserveV2Grpc, WHOLE_BODY + 12),
+            (Kind::GrpcHealth, WHOLE_BODY),
             (Kind::Http, WHOLE_BODY),
         ],
     );

@@ -52,7 +52,7 @@ impl Checker<'_> {
         let url = self.url(p, &key("url"), &raw.url);
 
         let model = raw.model.filter(|m| !m.trim().is_empty());
-        if let Some(kind) = kind.filter(|k| k.is_llm())
+        if let Some(kind) = kind.filter(|k| k.is_llm() || *k == Kind::KserveV2Grpc)
             && model.is_none()
         {
             self.error(
@@ -133,6 +133,8 @@ impl Checker<'_> {
                     input: raw.input,
                     ready_check: raw.ready_check,
                     outputs: raw.outputs,
+                    model_version: raw.model_version,
+                    service: raw.service,
                 },
             )
         });
@@ -456,8 +458,12 @@ impl Checker<'_> {
             ("top_label", expect.top_label.is_some()),
         ];
         for (name, set) in only_kserve {
-            if set && kind.is_some_and(|k| k != Kind::KserveV2) {
-                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
+            if set && kind.is_some_and(|k| !matches!(k, Kind::KserveV2 | Kind::KserveV2Grpc)) {
+                self.error(
+                    p,
+                    &key(&format!("expect.{name}")),
+                    "only for kinds kserve_v2 and kserve_v2_grpc",
+                );
             }
         }
         if expect.model && kind.is_some_and(|k| !k.is_llm() || k == Kind::Tgi) {
@@ -514,6 +520,8 @@ pub(crate) struct SpecKeys<'a> {
     pub input: Option<RawInput>,
     pub ready_check: Option<bool>,
     pub outputs: Option<Vec<String>>,
+    pub model_version: Option<String>,
+    pub service: Option<String>,
 }
 
 /// A per-kind key that some kinds do not take (see [`SpecKeys::refuse`]). Not here: images
@@ -526,6 +534,8 @@ pub(crate) enum Key {
     Input,
     ReadyCheck,
     Outputs,
+    ModelVersion,
+    Service,
 }
 
 impl SpecKeys<'_> {
@@ -550,14 +560,32 @@ impl SpecKeys<'_> {
             );
         }
         if keys.contains(&Key::Input) && self.input.is_some() {
-            cx.error(p, &self.key("input"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("input"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
         }
         if keys.contains(&Key::ReadyCheck) && self.ready_check.is_some() {
             self.ready_check_url(cx);
-            cx.error(p, &self.key("ready_check"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("ready_check"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
         }
         if keys.contains(&Key::Outputs) && self.outputs.is_some() {
-            cx.error(p, &self.key("outputs"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("outputs"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
+        }
+        if keys.contains(&Key::ModelVersion) && self.model_version.is_some() {
+            cx.error(p, &self.key("model_version"), "only for kind kserve_v2_grpc");
+        }
+        if keys.contains(&Key::Service) && self.service.is_some() {
+            cx.error(p, &self.key("service"), "only for kind grpc_health");
         }
     }
 
@@ -660,7 +688,7 @@ mod tests {
                 "t.yaml:5:6: probe \"a\": probes[0].input: kind kserve_v2 needs an `input` tensor",
                 "t.yaml:6:6: probe \"b\": probes[1].images: an empty list of images",
                 "t.yaml:6:80: probe \"b\": probes[1].ready_check: needs a url ending in /infer (the check asks .../ready)",
-                "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kind kserve_v2",
+                "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kinds kserve_v2 and kserve_v2_grpc",
             ]
         );
     }

@@ -223,6 +223,10 @@ pub(super) struct RawProbe {
     pub(super) ready_check: Option<bool>,
     /// kserve_v2: the output tensors to request (default: all).
     pub(super) outputs: Option<Vec<String>>,
+    /// kserve_v2_grpc: the model version to ask for (default: the server's choice).
+    pub(super) model_version: Option<String>,
+    /// grpc_health: the service whose health to ask for (default "", the whole server).
+    pub(super) service: Option<String>,
     /// When this probe pages: thresholds, severity, receivers (over defaults.alert).
     pub(super) alert: Option<RawAlert>,
     /// Latency and availability targets (over defaults.slo).

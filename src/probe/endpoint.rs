@@ -76,6 +76,12 @@ impl Endpoint {
         })
     }
 
+    /// HTTP/2 on every connection, as gRPC needs (see `HttpClient::http2_only`).
+    pub fn http2_only(mut self) -> Self {
+        self.client = self.client.http2_only();
+        self
+    }
+
     /// Failure messages may quote what the server sent, which may echo credentials.
     pub fn redact(&self, obs: &mut Observation) {
         if let Err(f) = &mut obs.result {

@@ -15,12 +15,16 @@ pub mod dialect;
 mod endpoint;
 pub mod framing;
 mod generation;
+pub(crate) mod grpc;
+pub mod grpc_health;
 pub mod http;
 pub mod kinds;
 pub mod kserve_v2;
+pub mod kserve_v2_grpc;
 pub mod llamacpp;
 pub mod ollama;
 pub mod openai;
+pub(crate) mod tensors;
 pub mod tgi;
 pub mod trace;
 
