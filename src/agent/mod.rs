@@ -107,7 +107,7 @@ pub struct Agent {
     location: String,
     build: BuildContext,
     events: mpsc::Sender<RunEvent>,
-    probes: Tasks<ProbeConfig, ProbeLoop>,
+    probes: Tasks<BuiltFrom, ProbeLoop>,
     current: Current,
     /// Runs in flight, so shutdown can wait for them.
     runs: TaskTracker,
@@ -258,6 +258,7 @@ impl Agent {
             .iter()
             .map(|p| {
                 ReadyProbe::build(p, &self.location, &self.build)
+                    .map(Arc::new)
                     .map_err(|e| AgentError::Probe(p.name.clone(), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -361,17 +362,16 @@ impl Agent {
             .map(|(rw, pusher)| Running::spawn(rw.clone(), (), |cancel| pusher.run(cancel, previous)));
     }
 
-    fn start_probe(&mut self, probe: ReadyProbe, busy: Arc<AtomicBool>) {
+    fn start_probe(&mut self, probe: Arc<ReadyProbe>, busy: Arc<AtomicBool>) {
         let name = probe.config.name.clone();
-        let config = probe.config.clone();
         let schedule = probe.config.schedule.clone();
         let shared = ProbeLoop {
             identity: probe.identity.clone(),
             busy: busy.clone(),
         };
         let (events, runs) = (self.events.clone(), self.runs.clone());
-        let running = Running::spawn(config, shared, |cancel| {
-            schedule::run_loop(Arc::new(probe), schedule, events, cancel, runs, busy)
+        let running = Running::spawn(BuiltFrom(probe.clone()), shared, |cancel| {
+            schedule::run_loop(probe, schedule, events, cancel, runs, busy)
         });
         self.probes.insert(name, running);
     }
@@ -438,6 +438,17 @@ pub fn default_api_base(addr: Option<SocketAddr>) -> String {
     format!("http://{host}:{}", addr.port())
 }
 
+/// What a probe's loop was started from: the built probe, whose config a reload compares
+/// with the new one. A copy of the `ProbeConfig` (~1 KB with its strings) would
+/// otherwise sit beside the built probe's own, 10 MB at 10,000 probes.
+struct BuiltFrom(Arc<ReadyProbe>);
+
+impl PartialEq<ProbeConfig> for BuiltFrom {
+    fn eq(&self, config: &ProbeConfig) -> bool {
+        self.0.config == *config
+    }
+}
+
 /// What a probe's scheduler loop shares with the agent.
 struct ProbeLoop {
     identity: Arc<ProbeIdentity>,
@@ -454,7 +465,9 @@ struct Diff<'a> {
 
 /// Everything a config needs that is not running yet.
 struct Built {
-    probes: Vec<ReadyProbe>,
+    /// Each in its final place from the start: a list of ~1.7 KB probes, moved into
+    /// `Arc`s one by one, was 27 MB beside them at 10,000 probes.
+    probes: Vec<Arc<ReadyProbe>>,
     receivers: Vec<Receiver>,
     /// Only when remote_write is new or changed.
     pusher: Option<Pusher>,
