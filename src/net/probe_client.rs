@@ -7,7 +7,6 @@
 //! `reuse_connections` an idle connection is kept between runs and the run reports that
 //! it reused one (so its TTFB has no connect or TLS in it).
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -110,48 +109,16 @@ impl Sender {
     }
 }
 
-/// What drives a connection's socket (hyper's connection future).
-enum Driver {
-    /// A task of its own, aborted when the connection is dropped: for a connection kept
-    /// between runs (its socket is watched while idle) and for HTTP/2.
-    Task(AbortHandle),
-    /// Polled by the run itself whenever it waits on the connection ([`Driver::drive`]),
-    /// for a connection that serves one run: no task spawned per run, and no wake-up
-    /// handed from that task to the run for each response event (a thread wake-up when
-    /// the two sit on different workers). `None` once the connection has ended.
-    Inline(Option<Pin<Box<dyn Future<Output = ()> + Send>>>),
-}
-
-impl Driver {
-    /// Awaits `f`, polling an inline driver alongside, so the socket makes progress
-    /// exactly while the run waits on it. Timestamps stay at the byte: the run is woken
-    /// by the socket itself and parses what arrived before it looks at the clock.
-    async fn drive<F: Future>(&mut self, f: F) -> F::Output {
-        let mut f = std::pin::pin!(f);
-        std::future::poll_fn(|cx| {
-            if let Driver::Inline(slot) = self
-                && let Some(driver) = slot
-                && driver.as_mut().poll(cx).is_ready()
-            {
-                *slot = None;
-            }
-            f.as_mut().poll(cx)
-        })
-        .await
-    }
-}
-
-/// An open connection: the request sender plus what drives the socket. Dropping it
-/// closes the socket (an inline driver goes with it, a driver task is aborted), so a
-/// cancelled run leaves nothing behind.
+/// An open connection: the request sender plus the task that drives the socket. The task
+/// is aborted when the connection is dropped, so a cancelled run leaves nothing behind.
 struct Connection {
     sender: Sender,
-    driver: Driver,
+    driver: AbortHandle,
 }
 
 impl Connection {
     /// Spawns the task that drives the socket.
-    fn spawned<F>(sender: Sender, driver: F) -> Self
+    fn new<F>(sender: Sender, driver: F) -> Self
     where
         F: Future + Send + 'static,
     {
@@ -159,31 +126,13 @@ impl Connection {
             let _ = driver.await;
         })
         .abort_handle();
-        Connection {
-            sender,
-            driver: Driver::Task(driver),
-        }
-    }
-
-    /// The socket is driven by the run that uses the connection.
-    fn inline<F>(sender: Sender, driver: F) -> Self
-    where
-        F: Future + Send + 'static,
-    {
-        Connection {
-            sender,
-            driver: Driver::Inline(Some(Box::pin(async move {
-                let _ = driver.await;
-            }))),
-        }
+        Connection { sender, driver }
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        if let Driver::Task(task) = &self.driver {
-            task.abort();
-        }
+        self.driver.abort();
     }
 }
 
@@ -321,8 +270,7 @@ impl HttpClient {
                 request
                     .headers_mut()
                     .insert(http::header::HOST, self.authority.clone());
-                let response = s.send_request(request);
-                conn.driver.drive(response).await
+                s.send_request(request).await
             }
             Sender::H2(s) => {
                 // HTTP/2 carries scheme and authority in the request's pseudo-headers.
@@ -416,7 +364,7 @@ impl HttpClient {
                     let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                         .await
                         .map_err(|e| http_error(&e))?;
-                    Ok(Connection::spawned(Sender::H2(sender), conn))
+                    Ok(Connection::new(Sender::H2(sender), conn))
                 } else {
                     self.handshake_h1(TokioIo::new(stream)).await
                 }
@@ -429,11 +377,7 @@ impl HttpClient {
         T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (sender, conn) = http1::handshake(io).await.map_err(|e| http_error(&e))?;
-        Ok(if self.reuse {
-            Connection::spawned(Sender::H1(sender), conn)
-        } else {
-            Connection::inline(Sender::H1(sender), conn)
-        })
+        Ok(Connection::new(Sender::H1(sender), conn))
     }
 }
 
@@ -461,11 +405,7 @@ impl BodyStream<'_> {
     /// The next piece of body data, `None` at the end of the body.
     pub async fn next(&mut self) -> Result<Option<Bytes>, BodyError> {
         loop {
-            let frame = match &mut self.conn {
-                Some(conn) => conn.driver.drive(self.body.frame()).await,
-                None => self.body.frame().await,
-            };
-            match frame {
+            match self.body.frame().await {
                 None => {
                     self.release();
                     return Ok(None);
