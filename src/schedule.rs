@@ -180,6 +180,8 @@ pub async fn run_loop<R: Runner>(
     };
     loop {
         tokio::select! {
+            // Fixed order: no random draw per tick, and a cancelled loop never runs again.
+            biased;
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep_until(next) => {}
         }
