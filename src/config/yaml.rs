@@ -14,9 +14,7 @@
 //! the value, for plain documents only: one document, no anchors, aliases or tags, no
 //! duplicate keys, scalar keys, nesting well under serde_yaml's recursion limit, integers
 //! that fit 64 bits. Anything else goes to serde_yaml as before. Plain scalars are
-//! resolved by serde_yaml's rules, copied below.
-
-use std::num::ParseIntError;
+//! resolved by the rules serde_yaml applies (see [`scalar`]).
 
 use serde_yaml::{Mapping, Value};
 use yaml_rust2::parser::{Event, Parser};
@@ -116,113 +114,89 @@ fn streamed(text: &str) -> Option<Value> {
 }
 
 /// A scalar as serde_yaml's `Value` reads it: quoted and block scalars are strings; a
-/// plain one is null, a boolean, an integer, a float or a string, in that order.
+/// plain one is null, a boolean, an integer, a float or a string, in that order. `None`
+/// for an integer wider than 64 bits, which serde_yaml refuses in its own words.
+///
+/// The plain rules are YAML 1.2's core schema as serde_yaml applies it: integers in
+/// decimal or behind `0x`, `0o`, `0b`, with one optional sign; `.inf` and `.nan`; and
+/// digits with a leading zero left a string. The value must not depend on which parser
+/// read the file: `scalars_resolve_as_serde_yaml_resolves_them` compares the two.
 fn scalar(text: String, style: TScalarStyle) -> Option<Value> {
     if style != TScalarStyle::Plain {
         return Some(Value::String(text));
     }
-    // yaml-rust2 writes an empty plain scalar (`key:`) as `~`, libyaml as ``: both null.
-    if text.is_empty() || parse_null(&text) {
-        return Some(Value::Null);
+    match text.as_str() {
+        // yaml-rust2 writes an empty plain scalar (`key:`) as `~`, libyaml as ``: both null.
+        "" | "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
+        "true" | "True" | "TRUE" => return Some(Value::Bool(true)),
+        "false" | "False" | "FALSE" => return Some(Value::Bool(false)),
+        _ => {}
     }
-    if let Some(b) = parse_bool(&text) {
-        return Some(Value::Bool(b));
+    match integer(&text) {
+        Some(Ok(n)) => return Some(Value::Number(n)),
+        Some(Err(TooWide)) => return None,
+        None => {}
     }
-    if let Some(n) = parse_unsigned_int(&text, u64::from_str_radix) {
-        return Some(Value::Number(n.into()));
-    }
-    if let Some(n) = parse_negative_int(&text, i64::from_str_radix) {
-        return Some(Value::Number(n.into()));
-    }
-    // Wider integers are an error in serde_yaml's `Value`: its own words for it.
-    if parse_unsigned_int(&text, u128::from_str_radix).is_some()
-        || parse_negative_int(&text, i128::from_str_radix).is_some()
-    {
-        return None;
-    }
-    if !digits_but_not_number(&text)
-        && let Some(f) = parse_f64(&text)
-    {
-        return Some(Value::Number(f.into()));
-    }
-    Some(Value::String(text))
-}
-
-// serde_yaml's (serde_norway 0.9.42's) scalar rules, copied: the value must not depend on
-// which parser read the file.
-
-fn parse_null(scalar: &str) -> bool {
-    matches!(scalar, "null" | "Null" | "NULL" | "~")
-}
-
-fn parse_bool(scalar: &str) -> Option<bool> {
-    match scalar {
-        "true" | "True" | "TRUE" => Some(true),
-        "false" | "False" | "FALSE" => Some(false),
-        _ => None,
+    match float(&text) {
+        Some(f) => Some(Value::Number(f.into())),
+        None => Some(Value::String(text)),
     }
 }
 
-fn parse_unsigned_int<T>(
-    scalar: &str,
-    from_str_radix: fn(&str, u32) -> Result<T, ParseIntError>,
-) -> Option<T> {
-    let unpositive = scalar.strip_prefix('+').unwrap_or(scalar);
-    for (prefix, radix) in [("0x", 16), ("0o", 8), ("0b", 2)] {
-        if let Some(rest) = unpositive.strip_prefix(prefix) {
-            if rest.starts_with(['+', '-']) {
-                return None;
-            }
-            if let Ok(int) = from_str_radix(rest, radix) {
-                return Some(int);
-            }
-        }
-    }
-    if unpositive.starts_with(['+', '-']) || digits_but_not_number(scalar) {
-        return None;
-    }
-    from_str_radix(unpositive, 10).ok()
-}
+/// An integer that does not fit 64 bits.
+struct TooWide;
 
-fn parse_negative_int<T>(
-    scalar: &str,
-    from_str_radix: fn(&str, u32) -> Result<T, ParseIntError>,
-) -> Option<T> {
-    for (prefix, radix) in [("-0x", 16), ("-0o", 8), ("-0b", 2)] {
-        if let Some(rest) = scalar.strip_prefix(prefix)
-            && let Ok(int) = from_str_radix(&format!("-{rest}"), radix)
-        {
-            return Some(int);
-        }
-    }
-    if digits_but_not_number(scalar) {
-        return None;
-    }
-    from_str_radix(scalar, 10).ok()
-}
-
-fn parse_f64(scalar: &str) -> Option<f64> {
-    let unpositive = match scalar.strip_prefix('+') {
-        Some(u) if u.starts_with(['+', '-']) => return None,
-        Some(u) => u,
-        None => scalar,
+/// `None` when the text is no integer.
+fn integer(text: &str) -> Option<Result<serde_yaml::Number, TooWide>> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
-    if let ".inf" | ".Inf" | ".INF" = unpositive {
-        return Some(f64::INFINITY);
+    let (radix, digits) = [("0x", 16), ("0o", 8), ("0b", 2)]
+        .into_iter()
+        .find_map(|(prefix, radix)| Some((radix, unsigned.strip_prefix(prefix)?)))
+        .unwrap_or((10, unsigned));
+    // `from_str_radix` would take a sign of its own after ours.
+    if (radix == 10 && leading_zero(digits)) || digits.starts_with(['+', '-']) {
+        return None;
     }
-    if let "-.inf" | "-.Inf" | "-.INF" = scalar {
-        return Some(f64::NEG_INFINITY);
-    }
-    if let ".nan" | ".NaN" | ".NAN" = scalar {
-        return Some(f64::NAN.copysign(1.0));
-    }
-    unpositive.parse::<f64>().ok().filter(|f| f.is_finite())
+    let magnitude = u128::from_str_radix(digits, radix).ok()?;
+    Some(if negative {
+        0i128
+            .checked_sub_unsigned(magnitude)
+            .and_then(|n| i64::try_from(n).ok())
+            .map(serde_yaml::Number::from)
+            .ok_or(TooWide)
+    } else {
+        u64::try_from(magnitude)
+            .map(serde_yaml::Number::from)
+            .map_err(|_| TooWide)
+    })
 }
 
-/// Leading zeros followed by digits: a string in YAML 1.2.
-fn digits_but_not_number(scalar: &str) -> bool {
-    let scalar = scalar.strip_prefix(['-', '+']).unwrap_or(scalar);
-    scalar.len() > 1 && scalar.starts_with('0') && scalar[1..].bytes().all(|b| b.is_ascii_digit())
+/// A finite float, or one of YAML's infinities and NaN.
+fn float(text: &str) -> Option<f64> {
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if leading_zero(unsigned) || unsigned.starts_with(['+', '-']) {
+        return None;
+    }
+    match text {
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => Some(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => Some(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => Some(f64::NAN),
+        // Rust's own words for infinity and NaN (`inf`, `nan`) are strings in YAML.
+        _ => text
+            .strip_prefix('+')
+            .unwrap_or(text)
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite()),
+    }
+}
+
+/// Digits with a leading zero (`007`): a string in YAML 1.2, not a number.
+fn leading_zero(digits: &str) -> bool {
+    digits.len() > 1 && digits.starts_with('0') && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]
