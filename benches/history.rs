@@ -51,8 +51,12 @@ fn main() {
             tpot: (i % 10 < 7 && !failed).then(|| Duration::from_micros(20_000 + i % 5_000)),
             total: ms(900 + i % 700),
             output_tokens: (!failed).then_some(64),
+            output_token_source: (!failed).then_some("usage"),
+            input_tokens: (!failed).then_some(120),
+            input_token_source: (!failed).then_some("usage"),
             prompt_bucket: "short".into(),
             image_bucket: "none".into(),
+            trace_id: None,
         };
         while !writer.record(record.clone()) {
             waits += 1;
@@ -143,8 +147,12 @@ fn paced() {
             tpot: None,
             total: Some(Duration::from_millis(4)),
             output_tokens: None,
+            output_token_source: None,
+            input_tokens: None,
+            input_token_source: None,
             prompt_bucket: "none".into(),
             image_bucket: "none".into(),
+            trace_id: None,
         })
         .collect();
     let cpu0 = cpu_seconds();

@@ -200,6 +200,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
                 ticks_done[index_of(&o.probe.name)].push(o.observation.marks.start - o.schedule_lag);
             }
             RunEvent::Skipped { ticks, .. } => skipped += ticks,
+            RunEvent::Paced { .. } => {}
         }
     }
 
@@ -240,7 +241,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
                     .as_secs_f64(),
                 o.probe.name.as_str(),
             )),
-            RunEvent::Skipped { .. } => None,
+            RunEvent::Skipped { .. } | RunEvent::Paced { .. } => None,
         })
         .collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));

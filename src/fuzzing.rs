@@ -53,6 +53,11 @@ pub fn kserve_check_response(body: &[u8], expect: &Expect) -> Result<(), Failure
     kserve_v2::check_response(body, expect)
 }
 
+/// The `kserve_v2_grpc` response check on a gRPC-framed `ModelInferResponse` body.
+pub fn kserve_grpc_check_response(body: &[u8], expect: &Expect) -> Result<(), Failure> {
+    crate::probe::kserve_v2_grpc::check_response_body(body, expect)
+}
+
 /// What `/api/v1/results` made of a query string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultsQuery {

@@ -23,6 +23,7 @@ pub mod human;
 pub mod metrics;
 pub mod net;
 pub mod notify;
+pub mod otlp;
 pub mod outcome;
 pub mod payload;
 pub mod probe;

@@ -18,7 +18,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use inferprobe::config::{self, Config, Severity};
 use inferprobe::schedule::Shard;
 use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
-use inferprobe::simulate::{Fault, Script};
+use inferprobe::simulate::{Fault, GrpcFault, Script};
 use inferprobe::{Agent, AgentError, AgentSettings};
 
 use cli::logging::{LogFormat, init_logging, set_log_secrets};
@@ -290,27 +290,45 @@ impl PortArgs {
 /// options: described inline, they would switch its `--help` to clap's long layout,
 /// unlike every other subcommand's.
 fn command() -> clap::Command {
-    let faults: Vec<String> = Fault::value_variants()
-        .iter()
-        .filter_map(|f| f.to_possible_value())
-        .map(|v| {
-            let help = v.get_help().map(|h| h.to_string()).unwrap_or_default();
-            format!("  {:<20}{help}", v.get_name())
-        })
-        .collect();
+    fn listed(values: Vec<clap::builder::PossibleValue>) -> String {
+        values
+            .into_iter()
+            .map(|v| {
+                let help = v.get_help().map(|h| h.to_string()).unwrap_or_default();
+                format!("  {:<20}{help}", v.get_name())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+    let faults = listed(
+        Fault::value_variants()
+            .iter()
+            .filter_map(|f| f.to_possible_value())
+            .collect(),
+    );
+    let grpc_faults = listed(
+        GrpcFault::value_variants()
+            .iter()
+            .filter_map(|f| f.to_possible_value())
+            .collect(),
+    );
     Cli::command().mut_subcommand("simulate", |c| {
         c.mut_arg("fault", |a| {
             a.hide_possible_values(true)
                 .help("A fault to inject: one of the faults below")
         })
-        .after_help(format!("Faults:\n{}", faults.join("\n")))
+        .mut_arg("grpc_fault", |a| {
+            a.hide_possible_values(true)
+                .help("A fault for gRPC calls (gRPC is served on the same port, HTTP/2): one of the gRPC faults below")
+        })
+        .after_help(format!("Faults:\n{faults}\n\ngRPC faults:\n{grpc_faults}"))
     })
 }
 
 fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(cli.log_format, &cli.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -357,6 +375,20 @@ fn main() -> ExitCode {
             } => cli::demo::run(listen, sim_listen, data_dir, port).await,
         }
     })
+}
+
+/// Worker threads at most. The agent waits on sockets: 10,000 streaming probes keep ~14 %
+/// of one core busy (BENCHMARKS.md, resources), so more workers buy nothing, while each
+/// costs its stack and, under glibc, its own malloc arena, whose freed memory stays
+/// resident: tokio's default, one per core, would be 64 of them on a 64-core node.
+const MAX_WORKER_THREADS: usize = 4;
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores.min(MAX_WORKER_THREADS))
+        .enable_all()
+        .build()
 }
 
 /// For the daemon: --location, else INFERPROBE_LOCATION (clap reads both into `flag`),
@@ -451,6 +483,10 @@ async fn run(
         data_dir = %data_dir.display(),
         "Agent started."
     );
+    // The agent keeps what it runs (each probe's config, built); the parsed file is
+    // not needed again until a reload reads the file anew, and at 10,000 probes it is
+    // ~20 MB, a third of the memory budget, held for the life of the process otherwise.
+    drop(config);
 
     let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::hangup()),

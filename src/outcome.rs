@@ -414,6 +414,9 @@ impl Outcome {
             "endpoint": self.probe.endpoint,
             "labels": labels,
             "started_at": humantime::format_rfc3339_millis(self.started_at).to_string(),
+            // The trace the run's requests carried (null when the probe does not trace):
+            // the server's trace of this run is found by it.
+            "trace_id": self.trace.map(|t| t.trace_id_hex()),
             "success": o.success(),
             "reason": o.failure().map(|f| f.reason.as_str()),
             // A failure's message, or a successful run's note.
@@ -432,6 +435,8 @@ impl Outcome {
             "total_seconds": secs(o.total()),
             "output_tokens": o.output_tokens,
             "token_source": o.token_source.map(TokenSource::as_str),
+            "input_tokens": o.input_tokens,
+            "input_token_source": o.input_token_source.map(TokenSource::as_str),
             "finish_reason": o.finish_reason,
             "chunks": o.chunk_gaps.len() + usize::from(o.marks.first_token.is_some()),
             "bytes_received": o.bytes_received,

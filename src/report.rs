@@ -11,11 +11,14 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
+use crate::config::Cost;
 use crate::human::{clock, html_escape, percent, printable, seconds, span};
 use crate::stats::{Incident, Quantiles, Summary, Targets, incidents};
-use crate::store::{HistoryReader, RunQuery, StoreError};
+use crate::store::{HistoryReader, RunQuery, RunRecord, StoreError};
 
 pub mod prometheus;
+mod tokens;
+pub use tokens::{TokenTotals, costs_by_probe};
 
 /// The columns of both latency tables.
 const LATENCY_COLUMNS: &[&str] = &[
@@ -39,6 +42,10 @@ pub struct Row {
     pub targets: Targets,
     pub current: Summary,
     pub previous: Summary,
+    /// Tokens of the period and of the one before (the local store only).
+    pub tokens: [TokenTotals; 2],
+    /// The probe's token prices, where the config gives them.
+    pub cost: Option<Cost>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +104,8 @@ impl Report {
                 targets: t,
                 current: Summary::of(during, &t),
                 previous: Summary::of(before, &t),
+                tokens: [TokenTotals::of(during), TokenTotals::of(before)],
+                cost: None,
             });
         })?;
         Ok(Report {
@@ -107,6 +116,14 @@ impl Report {
             rows,
             incidents: top(all_incidents),
         })
+    }
+
+    /// Sets each row's token prices (by probe name), for the cost lines.
+    pub fn with_costs(mut self, costs: &BTreeMap<String, Cost>) -> Report {
+        for row in &mut self.rows {
+            row.cost = costs.get(&row.probe).cloned();
+        }
+        self
     }
 
     pub fn to_json(&self) -> serde_json::Value {
@@ -139,6 +156,7 @@ impl Report {
                     _ => serde_json::Value::Null,
                 };
                 o["previous"] = summary(&r.previous);
+                tokens::add_json(&mut o, r);
                 o
             })
             .collect();
@@ -401,7 +419,14 @@ impl Report {
                 reasons.join(", "),
             ]);
         }
-        vec![availability, ttft, total, attainment, worst]
+        vec![
+            availability,
+            ttft,
+            total,
+            attainment,
+            tokens::table(&self.rows),
+            worst,
+        ]
     }
 }
 
@@ -539,6 +564,23 @@ mod tests {
                 },
                 current: s(20_160, 40, 2.0),
                 previous: s(20_160, 10, 1.6),
+                tokens: [
+                    TokenTotals {
+                        input: 1_000_000,
+                        input_estimated: 200_000,
+                        output: 500_000,
+                    },
+                    TokenTotals {
+                        input: 800_000,
+                        input_estimated: 0,
+                        output: 400_000,
+                    },
+                ],
+                cost: Some(Cost {
+                    input_per_million: 0.15,
+                    output_per_million: 0.60,
+                    currency: "USD".into(),
+                }),
             }],
             incidents: vec![Incident {
                 probe: "chat|api".into(),
@@ -563,6 +605,10 @@ mod tests {
             "| chat\\|api | eu | 667 ms | 1.00 s | 1.33 s | 800 ms | +25% |",
             "## SLO attainment",
             "| chat\\|api | eu | 500 ms | 97.00% | 97.00% | – | 90.00% | 90.00% |",
+            "## Tokens and cost",
+            // 1 M input at 0.15 and 0.5 M output at 0.60 per million; before, 0.8 M and
+            // 0.4 M. The estimated part of the input is said.
+            "| chat\\|api | eu | \\~1000000 (200000 estimated) | 500000 | 0.4500 USD | 0.3600 USD | +25% |",
             "## Top incidents",
             "| 1 | chat\\|api | eu | 2027-01-15 09:00:00 | 20 min | 40 | http_5xx ×38, timeout_total ×2 |",
         ] {
@@ -590,6 +636,12 @@ mod tests {
         assert_eq!(p["availability_met"], false);
         assert_eq!(p["previous"]["failures"], 10);
         assert_eq!(j["incidents"][0]["duration_seconds"], 1200.0);
+        assert_eq!(p["tokens"]["input"], 1_000_000);
+        assert_eq!(p["tokens"]["input_estimated"], 200_000);
+        assert_eq!(p["previous"]["tokens"]["output"], 400_000);
+        assert!((p["cost"]["amount"].as_f64().unwrap() - 0.45).abs() < 1e-12);
+        assert_eq!(p["cost"]["currency"], "USD");
+        assert!((p["previous"]["cost"].as_f64().unwrap() - 0.36).abs() < 1e-12);
     }
 
     /// Names from label values are text in both documents, never markup.

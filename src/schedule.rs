@@ -22,8 +22,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::Schedule;
+use crate::config::{Schedule, TokenBudget};
 use crate::outcome::{Outcome, ProbeIdentity};
+
+pub mod budget;
+use budget::{Pace, PaceChange};
 
 /// What the scheduler publishes about a probe's ticks: a run that finished, or ticks
 /// that did not run. (Not to be confused with `report::Report`, the SLO report.)
@@ -36,12 +39,22 @@ pub enum RunEvent {
         probe: Arc<ProbeIdentity>,
         ticks: u64,
     },
+    /// The probe crossed its token budget: its interval is stretched, or back to the
+    /// configured one (budget.rs).
+    Paced {
+        probe: Arc<ProbeIdentity>,
+        change: PaceChange,
+    },
 }
 
 /// Something the scheduler can run: a built probe, or a fake in tests.
 pub trait Runner: Send + Sync + 'static {
     fn identity(&self) -> &Arc<ProbeIdentity>;
     fn run(&self) -> impl Future<Output = Outcome> + Send;
+    /// The daily token budget that paces it, if any.
+    fn budget(&self) -> Option<TokenBudget> {
+        None
+    }
 }
 
 impl Runner for crate::probe::ReadyProbe {
@@ -51,6 +64,10 @@ impl Runner for crate::probe::ReadyProbe {
 
     fn run(&self) -> impl Future<Output = Outcome> + Send {
         self.run_once()
+    }
+
+    fn budget(&self) -> Option<TokenBudget> {
+        self.config.budget
     }
 }
 
@@ -147,6 +164,11 @@ pub async fn run_loop<R: Runner>(
     tracker: TaskTracker,
     busy: Arc<AtomicBool>,
 ) {
+    // A budget paces an interval only (config refuses one on a cron probe).
+    let pace = match (&schedule, runner.budget()) {
+        (Schedule::Interval(p), Some(b)) => Some(Arc::new(Pace::new(b, *p))),
+        _ => None,
+    };
     let mut next = match &schedule {
         Schedule::Interval(p) => {
             Instant::now() + first_tick_delay(&runner.identity().name, *p, since_epoch())
@@ -158,6 +180,8 @@ pub async fn run_loop<R: Runner>(
     };
     loop {
         tokio::select! {
+            // Fixed order: no random draw per tick, and a cancelled loop never runs again.
+            biased;
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep_until(next) => {}
         }
@@ -167,7 +191,7 @@ pub async fn run_loop<R: Runner>(
         if busy.swap(true, Ordering::AcqRel) {
             skipped += 1;
         } else {
-            let (runner, events) = (runner.clone(), events.clone());
+            let (runner, events, pace) = (runner.clone(), events.clone(), pace.clone());
             let busy = Busy(busy.clone());
             // The tracker counts the run itself, not the hand-over of its outcome: a
             // run that has finished is not in flight, even while the fan-out is busy.
@@ -179,15 +203,21 @@ pub async fn run_loop<R: Runner>(
             });
             tokio::spawn(async move {
                 let outcome = run.await;
+                let change = pace.and_then(|p| p.record(&outcome));
+                let probe = outcome.probe.clone();
                 let _ = events.send(RunEvent::Finished(Box::new(outcome))).await;
+                if let Some(change) = change {
+                    let _ = events.send(RunEvent::Paced { probe, change }).await;
+                }
             });
         }
         next = match &schedule {
             Schedule::Interval(p) => {
+                let p = pace.as_ref().map_or(*p, |pace| pace.interval());
                 // Whole periods we are late by are ticks that will never run.
                 let behind = (lag.as_nanos() / p.as_nanos().max(1)) as u32;
                 skipped += u64::from(behind);
-                next + *p * (behind + 1)
+                next + p * (behind + 1)
             }
             Schedule::Cron { schedule, .. } => match next_cron(schedule) {
                 Some(t) => t,

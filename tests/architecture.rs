@@ -12,7 +12,16 @@ use std::path::{Path, PathBuf};
 const MAX_FILE_LINES: usize = 1000;
 
 /// The probe/ files that are shared machinery rather than a kind.
-const PROBE_MACHINERY: &[&str] = &["mod", "kinds", "generation", "endpoint", "framing", "dialect"];
+const PROBE_MACHINERY: &[&str] = &[
+    "mod",
+    "kinds",
+    "generation",
+    "endpoint",
+    "framing",
+    "dialect",
+    "grpc",
+    "tensors",
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

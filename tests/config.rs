@@ -442,3 +442,34 @@ fn history_retention_takes_its_own_range_not_the_schedules_7_days() {
         );
     }
 }
+
+/// `cost` and `budget` inherit from `defaults` key by key, apply to LLM kinds only, and a
+/// cron probe takes no inherited budget (its interval is what a budget stretches).
+#[test]
+fn cost_and_budget_inherit_where_they_fit() {
+    let text = "defaults:\n  cost: {input_per_million: 0.15, output_per_million: 0.6}\n  budget: {tokens_per_day: 2000000}\nprobes:\n  - name: chat\n    kind: openai_chat\n    url: http://127.0.0.1:8000/v1/chat/completions\n    model: m\n  - name: eur\n    kind: anthropic\n    url: http://127.0.0.1:8000/v1/messages\n    model: m\n    cost: {output_per_million: 1.25, currency: EUR}\n    budget: {tokens_per_day: 5000}\n  - name: nightly\n    kind: ollama\n    url: http://127.0.0.1:11434/api/chat\n    model: m\n    schedule: \"0 0 3 * * *\"\n  - name: health\n    kind: http\n    url: http://127.0.0.1:8000/health\n";
+    let config = config::parse(text, &repo("probes.yaml"), &no_env).unwrap_or_else(|e| panic!("{e}"));
+    let by = |name: &str| config.probes.iter().find(|p| p.name == name).unwrap();
+    let chat = by("chat").cost.clone().unwrap();
+    assert_eq!(
+        (
+            chat.input_per_million,
+            chat.output_per_million,
+            chat.currency.as_str()
+        ),
+        (0.15, 0.6, "USD")
+    );
+    assert_eq!(by("chat").budget.unwrap().tokens_per_day, 2_000_000);
+    let eur = by("eur").cost.clone().unwrap();
+    assert_eq!(
+        (
+            eur.input_per_million,
+            eur.output_per_million,
+            eur.currency.as_str()
+        ),
+        (0.15, 1.25, "EUR")
+    );
+    assert_eq!(by("eur").budget.unwrap().tokens_per_day, 5000);
+    assert!(by("nightly").cost.is_some() && by("nightly").budget.is_none());
+    assert!(by("health").cost.is_none() && by("health").budget.is_none());
+}

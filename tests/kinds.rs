@@ -39,6 +39,12 @@ async fn every_kind_succeeds_with_exact_tokens_and_a_real_ttft() {
         // max_tokens: 7 reached the server in each protocol's own field.
         assert_eq!(obs.output_tokens, Some(7), "{kind} {path}");
         assert_eq!(obs.token_source, Some(TokenSource::Usage), "{kind} {path}");
+        // The simulator reports a prompt of 24 tokens in each protocol's usage field.
+        assert_eq!(
+            (obs.input_tokens, obs.input_token_source),
+            (Some(24), Some(TokenSource::Usage)),
+            "{kind} {path}"
+        );
         assert!(obs.ttft().unwrap() >= Duration::from_millis(120), "{kind} {path}");
         assert_eq!(obs.chunk_gaps.len(), 6, "{kind} {path}");
         // The last token is scripted at 120 ms + 6 x 5 ms after the request.

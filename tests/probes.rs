@@ -455,6 +455,73 @@ async fn real_llama_streams_succeed_with_their_finish_reason() {
     }
 }
 
+/// Input tokens through the whole driver: the real server's count where its stream gives
+/// one (usage, or llama-server's timings), else our estimate from the prompt, flagged.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_servers_input_tokens_or_our_flagged_estimate() {
+    // "Hello, how are you?": 19 characters, 5 tokens at about four characters a token.
+    let prompt = "prompts: [\"Hello, how are you?\"]";
+    for (transcript, kind, want) in [
+        (
+            "llama-server-tiny-chat-stream.txt",
+            "openai_chat",
+            (57, TokenSource::Usage),
+        ),
+        (
+            "llama-server-tiny-chat-stream-include-usage.txt",
+            "openai_chat",
+            (57, TokenSource::Usage),
+        ),
+        (
+            "llama-server-tiny-vision-chat-image-stream.txt",
+            "openai_chat",
+            (75, TokenSource::Usage),
+        ),
+        (
+            "llama-server-tiny-completions-stream.txt",
+            "openai_completions",
+            (15, TokenSource::Usage),
+        ),
+        (
+            "llama-py-tiny-chat-stream-include-usage.txt",
+            "openai_chat",
+            (5, TokenSource::Estimated),
+        ),
+        (
+            "llama-py-tiny-completions-stream.txt",
+            "openai_completions",
+            (5, TokenSource::Estimated),
+        ),
+    ] {
+        let events = transcript_events(transcript);
+        let parts: Vec<&str> = events.iter().map(String::as_str).collect();
+        let o = stream_run(kind, &parts, BodyEnd::LastChunk, prompt).await;
+        let obs = &o.observation;
+        assert!(obs.success(), "{transcript}: {:?}", obs.result);
+        assert_eq!(
+            (obs.input_tokens, obs.input_token_source),
+            (Some(want.0), Some(want.1)),
+            "{transcript}"
+        );
+    }
+    // A request the server refused (HTTP 500) took no prompt: no input tokens. One cut
+    // mid-stream did (the server read the prompt): our estimate, flagged.
+    let sim = simulator(Script::default()).await;
+    let refused = run_probe(&chat(sim.addr, "fault=http-500", prompt))
+        .await
+        .observation;
+    assert_eq!(refused.failure().unwrap().reason, FailureReason::Http5xx);
+    assert_eq!((refused.input_tokens, refused.input_token_source), (None, None));
+    let cut = run_probe(&chat(sim.addr, "fault=truncate", prompt))
+        .await
+        .observation;
+    assert_eq!(cut.failure().unwrap().reason, FailureReason::Truncated);
+    assert_eq!(
+        (cut.input_tokens, cut.input_token_source),
+        (Some(5), Some(TokenSource::Estimated))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_stream_a_concurrent_request_aborted_is_truncated() {
     // llama-cpp-python under two concurrent requests: the role event, [DONE] with no

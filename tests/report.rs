@@ -52,8 +52,13 @@ fn synthetic(
             Duration::from_millis(40)
         }),
         output_tokens: Some(20),
+        output_token_source: Some("usage"),
+        input_tokens: Some(100),
+        // The vision probe's server reports no input count: ours, estimated.
+        input_token_source: Some(if probe == "vision" { "estimated" } else { "usage" }),
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
+        trace_id: None,
     }
 }
 
@@ -69,6 +74,8 @@ fn nearest_rank(values: &[f64], q: f64) -> f64 {
 #[derive(Default)]
 struct Expected {
     runs: u64,
+    input_tokens: u64,
+    output_tokens: u64,
     failures: u64,
     ttft: Vec<f64>,
     total: Vec<f64>,
@@ -122,6 +129,8 @@ fn report_figures_match_an_independent_computation() {
                     let r = synthetic(probe, location, t, failure, &mut rng, slow);
                     let e = if t >= since { &mut entry.0 } else { &mut entry.1 };
                     e.runs += 1;
+                    e.input_tokens += r.input_tokens.unwrap();
+                    e.output_tokens += r.output_tokens.unwrap();
                     if failure.is_some() {
                         e.failures += 1;
                     } else {
@@ -146,9 +155,10 @@ fn report_figures_match_an_independent_computation() {
         &config,
         "probes:\n\
          - {name: chat, kind: openai_chat, url: 'http://127.0.0.1:9/v1/chat/completions', model: m,\n\
-            slo: {ttft_p95: 300ms, total_p95: 1500ms, availability: 99.5}}\n\
+            slo: {ttft_p95: 300ms, total_p95: 1500ms, availability: 99.5},\n\
+            cost: {input_per_million: 0.15, output_per_million: 0.60}}\n\
          - {name: vision, kind: openai_chat, url: 'http://127.0.0.1:9/v1/chat/completions', model: m,\n\
-            slo: {total_p95: 3s}}\n",
+            slo: {total_p95: 3s}, cost: {input_per_million: 2.5, output_per_million: 10, currency: EUR}}\n",
     )
     .unwrap();
     let report = |format: &str| {
@@ -197,6 +207,25 @@ fn report_figures_match_an_independent_computation() {
             }
         }
         assert_eq!(p["previous"]["runs"], before.runs);
+        // Tokens and their cost at the probe's prices, computed here from what was
+        // written.
+        let (price_in, price_out, currency) = if key.0 == "chat" {
+            (0.15, 0.60, "USD")
+        } else {
+            (2.5, 10.0, "EUR")
+        };
+        assert_eq!(p["tokens"]["input"], now.input_tokens, "{key:?}");
+        assert_eq!(p["tokens"]["output"], now.output_tokens, "{key:?}");
+        let estimated = if key.0 == "vision" { now.input_tokens } else { 0 };
+        assert_eq!(p["tokens"]["input_estimated"], estimated, "{key:?}");
+        let cost =
+            |e: &Expected| (e.input_tokens as f64 * price_in + e.output_tokens as f64 * price_out) / 1e6;
+        assert!(close(p["cost"]["amount"].as_f64().unwrap(), cost(now)), "{key:?}");
+        assert_eq!(p["cost"]["currency"], currency);
+        assert!(
+            close(p["previous"]["cost"].as_f64().unwrap(), cost(before)),
+            "{key:?}"
+        );
         let prev_p95 = nearest_rank(&before.total, 0.95);
         assert!(close(
             p["previous"]["total_seconds"]["p95"].as_f64().unwrap(),
@@ -250,9 +279,40 @@ fn report_figures_match_an_independent_computation() {
         "## Time to first token",
         "## Total latency",
         "## SLO attainment",
+        "## Tokens and cost",
         "## Top incidents",
     ] {
         assert!(md.contains(section), "{section} missing:\n{md}");
+    }
+    // The cost line of each series, from the figures computed above.
+    for ((probe, location), (now, before)) in &expected {
+        let (price_in, price_out, currency) = if probe == "chat" {
+            (0.15, 0.60, "USD")
+        } else {
+            (2.5, 10.0, "EUR")
+        };
+        let cost =
+            |e: &Expected| (e.input_tokens as f64 * price_in + e.output_tokens as f64 * price_out) / 1e6;
+        let money = |v: f64| {
+            if v >= 1.0 {
+                format!("{v:.2} {currency}")
+            } else {
+                format!("{v:.4} {currency}")
+            }
+        };
+        let input = if probe == "vision" {
+            format!("\\~{} ({} estimated)", now.input_tokens, now.input_tokens)
+        } else {
+            now.input_tokens.to_string()
+        };
+        let line = format!(
+            "| {probe} | {} | {input} | {} | {} | {} |",
+            location.replace('_', "\\_"),
+            now.output_tokens,
+            money(cost(now)),
+            money(cost(before)),
+        );
+        assert!(md.contains(&line), "{line} missing:\n{md}");
     }
     let html = report("html");
     assert!(html.starts_with("<!doctype html>") && html.contains("<table>"));

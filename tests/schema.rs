@@ -647,8 +647,9 @@ fn the_rules_by_kind_are_the_loaders() {
             *refused.entry(key).or_default() += usize::from(loader);
         }
     }
-    // Each rule refuses some kinds and not others (7 LLM kinds of 9; 6 take images).
-    let expected = [("images", 3), ("model", 7), ("prompts", 2)];
+    // Each rule refuses some kinds and not others (7 LLM kinds and kserve_v2_grpc of 11
+    // need a model; 7 take images).
+    let expected = [("images", 4), ("model", 8), ("prompts", 4)];
     assert_eq!(refused.into_iter().collect::<Vec<_>>(), expected);
 }
 

@@ -31,6 +31,10 @@ fn probe_of(kind: Kind, sim: std::net::SocketAddr) -> String {
         Kind::KserveV2 => format!(
             "url: \"http://{sim}/v2/models/digits/infer?ttft=5ms\"\n    ready_check: true\n    input: {{name: input-0, datatype: FP32, shape: [1, 4], data: [0.1, 0.5, 0.2, 0.9]}}"
         ),
+        Kind::KserveV2Grpc => format!(
+            "url: \"http://{sim}\"\n    model: digits\n    headers: {{x-sim: ttft=5ms}}\n    ready_check: true\n    input: {{name: input-0, datatype: FP32, shape: [1, 4], data: [0.1, 0.5, 0.2, 0.9]}}"
+        ),
+        Kind::GrpcHealth => format!("url: \"http://{sim}\"\n    headers: {{x-sim: ttft=5ms}}"),
         Kind::Http => format!("url: \"http://{sim}/health\""),
     };
     format!(
@@ -101,8 +105,10 @@ async fn the_default_detail_keeps_every_probe_within_its_series_budget() {
     std::fs::write(&path, config(sim.addr, "basic")).unwrap();
     let agent = Daemon::start(&path, &[]);
     let counts = count(&scrape_after(&agent, 2.0));
-    const LLM: usize = 5 + 12 + 12;
-    const WHOLE_BODY: usize = 5 + 12;
+    // Runs (success), up, two timestamps; TTFT 12, total 12; tokens by direction 2.
+    // Skipped ticks appear at the first skip, like failure reasons.
+    const LLM: usize = 4 + 12 + 12 + 2;
+    const WHOLE_BODY: usize = 4 + 12;
     let expected = pinned(
         11,
         &[
@@ -114,12 +120,14 @@ async fn the_default_detail_keeps_every_probe_within_its_series_budget() {
             (Kind::LlamaCpp, LLM),
             (Kind::Anthropic, LLM),
             (Kind::KserveV2, WHOLE_BODY),
+            (Kind::KserveV2Grpc, WHOLE_BODY),
+            (Kind::GrpcHealth, WHOLE_BODY),
             (Kind::Http, WHOLE_BODY),
         ],
     );
     assert_eq!(counts, expected);
-    // Issue 15's budget, with room for the series of one failure reason.
-    assert!(counts.values().all(|n| *n < 30), "{counts:?}");
+    // Issue 15's budget at steady state (each failure reason or a skipped tick seen adds one).
+    assert!(counts.values().all(|n| *n <= 30), "{counts:?}");
 }
 
 /// `full`: every series, runs and TTFT split by prompt length (the built-in prompts
@@ -135,11 +143,11 @@ async fn the_full_detail_is_counted_too() {
     let agent = Daemon::start(&path, &[]);
     // Three runs: one per prompt bucket.
     let counts = count(&scrape_after(&agent, 3.0));
-    // runs 3, skipped, up, two timestamps; TTFT 3 x 12, e2e 12, TTFB 18, TPOT 16,
-    // chunk gaps 16, output tokens 15, phases 2 x 12.
-    const LLM: usize = 3 + 4 + 36 + 12 + 18 + 16 + 16 + 15 + 24;
-    // runs, skipped, up, two timestamps; e2e 12, TTFB 18, phases 2 x 12.
-    const WHOLE_BODY: usize = 5 + 12 + 18 + 24;
+    // runs 3, up, two timestamps; TTFT 3 x 12, e2e 12, TTFB 18, TPOT 16, chunk gaps 16,
+    // output tokens 15, phases 2 x 12, tokens by direction 2.
+    const LLM: usize = 3 + 3 + 36 + 12 + 18 + 16 + 16 + 15 + 24 + 2;
+    // runs, up, two timestamps; e2e 12, TTFB 18, phases 2 x 12.
+    const WHOLE_BODY: usize = 4 + 12 + 18 + 24;
     let expected = pinned(
         27,
         &[
@@ -153,6 +161,9 @@ async fn the_full_detail_is_counted_too() {
             (Kind::Anthropic, LLM),
             // The readiness request is a phase too.
             (Kind::KserveV2, WHOLE_BODY + 12),
+            // The same over gRPC: ModelReady is its phase.
+            (Kind::KserveV2Grpc, WHOLE_BODY + 12),
+            (Kind::GrpcHealth, WHOLE_BODY),
             (Kind::Http, WHOLE_BODY),
         ],
     );
@@ -187,8 +198,8 @@ async fn a_reload_to_the_default_detail_leaves_no_stale_series() {
         assert!(!basic.contains(gone), "{gone} left after the reload:\n{basic}");
     }
     let counts = count(&basic);
-    assert_eq!(counts["openai_chat"], 5 + 12 + 12, "{basic}");
-    assert_eq!(counts["http"], 5 + 12, "{basic}");
+    assert_eq!(counts["openai_chat"], 4 + 12 + 12 + 2, "{basic}");
+    assert_eq!(counts["http"], 4 + 12, "{basic}");
 }
 
 /// `metrics.detail` is checked like every enumerated value: positioned, with the fix.

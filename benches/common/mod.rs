@@ -172,22 +172,57 @@ impl Drop for ChildGuard {
 }
 
 /// One HTTP/1.1 GET on a fresh connection (`Connection: close`), reading to EOF.
-/// Returns the status and the body (chunked bodies are not expected from our servers;
-/// a chunked body is returned undecoded).
+/// Returns the status and the body, de-chunked when it came chunked (the agent streams
+/// `/metrics` in chunks; a chunk boundary must not split a sample line).
 pub async fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(addr).await?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n");
+    let (head, body) = match split {
+        Some(i) => (&buf[..i], &buf[i + 4..]),
+        None => (&buf[..], &[][..]),
+    };
+    let head = String::from_utf8_lossy(head);
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    Ok((status, body.to_owned()))
+    let chunked = head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().replace(' ', "") == "transfer-encoding:chunked");
+    let body = if chunked { dechunk(body) } else { body.to_vec() };
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// The data of a chunked body (chunk extensions and trailers ignored); stops at the
+/// last chunk or where the body is cut short.
+fn dechunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rest.len());
+    while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size_field = String::from_utf8_lossy(&rest[..eol]);
+        let size_hex = size_field.split(';').next().unwrap_or("").trim();
+        let Ok(size) = usize::from_str_radix(size_hex, 16) else {
+            break;
+        };
+        rest = &rest[eol + 2..];
+        if size == 0 || rest.len() < size {
+            out.extend_from_slice(&rest[..size.min(rest.len())]);
+            break;
+        }
+        out.extend_from_slice(&rest[..size]);
+        rest = rest.get(size + 2..).unwrap_or(&[]);
+    }
+    out
+}
+
+/// The 1, 5 and 15 minute load averages of /proc/loadavg, e.g. "0.52 0.61 0.70".
+pub fn loadavg() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// Polls `path` until it answers 200, or panics after `timeout`.

@@ -6,7 +6,9 @@
 #![no_main]
 
 use inferprobe::config::Expect;
-use inferprobe::fuzzing::{Decoder, Event, Parser, kserve_check_response, parse_event};
+use inferprobe::fuzzing::{
+    Decoder, Event, Parser, kserve_check_response, kserve_grpc_check_response, parse_event,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -49,6 +51,9 @@ fuzz_target!(|data: &[u8]| {
     for expect in &expects {
         if let Err(f) = kserve_check_response(data, expect) {
             assert!(!f.message.is_empty(), "kserve_v2: a failure with no message");
+        }
+        if let Err(f) = kserve_grpc_check_response(data, expect) {
+            assert!(!f.message.is_empty(), "kserve_v2_grpc: a failure with no message");
         }
     }
 });

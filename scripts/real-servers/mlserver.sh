@@ -2,7 +2,7 @@
 # Real Open Inference Protocol (KServe v2) server: MLServer with a scikit-learn classifier
 # trained here on sklearn's built-in 8x8 digits (no download), for acceptance checks.
 #
-#   scripts/real-servers/mlserver.sh [all|install|model|start|stop|status|smoke]
+#   scripts/real-servers/mlserver.sh [all|install|model|start|stop|status|smoke|grpc-smoke]
 #
 #   all (default)  install + model + start
 #   install        venv $WORK/mlserver-venv with mlserver + mlserver-sklearn (PyPI)
@@ -10,6 +10,7 @@
 #   start          start MLServer in the background, wait until /v2/models/digits/ready is 200
 #   stop / status  by pid file
 #   smoke          curl health, readiness, metadata and one infer (digits.data[0], label 0)
+#   grpc-smoke     the same over gRPC on GRPC_PORT, with MLServer's own grpcio stubs
 #
 # Environment: HOST (127.0.0.1), PORT (18081, HTTP), GRPC_PORT (18091), METRICS_PORT (18092),
 # WORK (scripts/real-servers/.work; git-ignored), MLSERVER_VERSION (1.7.1).
@@ -97,6 +98,27 @@ do_smoke() {
     curl -sS -i -H 'Content-Type: application/json' -d "$INFER_BODY" "$BASE/v2/models/digits/infer"; echo
 }
 
+# ServerLive, ModelReady and ModelInfer (typed fp32_contents, then raw_input_contents) with
+# the grpcio client MLServer itself depends on: what inferprobe's kserve_v2_grpc must match.
+do_grpc_smoke() {
+    GRPC_ADDR="$HOST:$GRPC_PORT" "$VENV/bin/python" - <<'PY'
+import os, struct
+import grpc
+from mlserver.grpc import dataplane_pb2 as pb, dataplane_pb2_grpc as svc
+stub = svc.GRPCInferenceServiceStub(grpc.insecure_channel(os.environ["GRPC_ADDR"]))
+print("ServerLive:", stub.ServerLive(pb.ServerLiveRequest()).live)
+print("ModelReady:", stub.ModelReady(pb.ModelReadyRequest(name="digits", version="v1")).ready)
+d = [0,0,5,13,9,1,0,0,0,0,13,15,10,15,5,0,0,3,15,2,0,11,8,0,0,4,12,0,0,8,8,0,0,5,8,0,0,9,8,0,0,4,11,0,1,12,7,0,0,2,14,5,10,12,0,0,0,0,6,13,10,0,0,0]
+tensor = dict(name="input-0", datatype="FP32", shape=[1, 64])
+typed = stub.ModelInfer(pb.ModelInferRequest(model_name="digits", model_version="v1",
+    inputs=[pb.ModelInferRequest.InferInputTensor(contents=pb.InferTensorContents(fp32_contents=d), **tensor)]))
+print("typed in:", [(o.name, list(o.shape), list(o.contents.int64_contents)) for o in typed.outputs], "raw out:", list(typed.raw_output_contents))
+raw = stub.ModelInfer(pb.ModelInferRequest(model_name="digits", model_version="v1",
+    inputs=[pb.ModelInferRequest.InferInputTensor(**tensor)], raw_input_contents=[struct.pack("<64f", *d)]))
+print("raw in:", [(o.name, list(o.shape)) for o in raw.outputs], "raw out:", [bytes(b).hex() for b in raw.raw_output_contents])
+PY
+}
+
 case "${1:-all}" in
     all) do_install; do_model; do_start ;;
     install) do_install ;;
@@ -105,5 +127,6 @@ case "${1:-all}" in
     stop) do_stop ;;
     status) do_status ;;
     smoke) do_smoke ;;
-    *) echo "usage: $0 [all|install|model|start|stop|status|smoke]" >&2; exit 2 ;;
+    grpc-smoke) do_grpc_smoke ;;
+    *) echo "usage: $0 [all|install|model|start|stop|status|smoke|grpc-smoke]" >&2; exit 2 ;;
 esac

@@ -31,6 +31,7 @@ pub(super) async fn fan_out(
     paging: Arc<Paging>,
     history: Arc<HistoryWriter>,
     current: Current,
+    spans: Arc<crate::otlp::Spans>,
 ) {
     let mut history_seen = (u64::MAX, u64::MAX);
     loop {
@@ -94,6 +95,7 @@ pub(super) async fn fan_out(
                         history_seen = now;
                     }
                     paging.observe(&outcome);
+                    spans.offer(&outcome);
                 }
                 log_outcome(&outcome);
             }
@@ -101,15 +103,41 @@ pub(super) async fn fan_out(
                 metrics.record_skipped(&probe, ticks);
                 tracing::warn!(probe = %probe.name, ticks, "Skipped scheduled runs: the previous run was still going.");
             }
+            RunEvent::Paced { probe, change } => log_pace(&probe, &change),
         }
     }
     paging.settle(true);
+}
+
+/// The token budget's crossings: a warning when a probe's day would exceed it and its
+/// interval stretches, a note when the configured interval returns.
+fn log_pace(probe: &ProbeIdentity, c: &crate::schedule::budget::PaceChange) {
+    let secs = |d: Duration| d.as_secs_f64();
+    match c.stretched {
+        Some(stretched) => tracing::warn!(
+            probe = %probe.name,
+            tokens_per_day = c.tokens_per_day,
+            projected_per_day = c.projected_per_day,
+            interval_s = secs(c.configured),
+            stretched_interval_s = secs(stretched),
+            "Token budget: at this rate the probe would use more tokens a day than its budget; its interval is stretched until the day fits."
+        ),
+        None => tracing::info!(
+            probe = %probe.name,
+            tokens_per_day = c.tokens_per_day,
+            projected_per_day = c.projected_per_day,
+            interval_s = secs(c.configured),
+            "Token budget: the probe's use fits its budget again; back to its configured interval."
+        ),
+    }
 }
 
 /// One structured line per run.
 fn log_outcome(outcome: &Outcome) {
     let o = &outcome.observation;
     let ms = |d: Option<Duration>| d.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0);
+    // The run's trace id, to find the server's trace of it (absent when not traced).
+    let trace_id = outcome.trace.map(|t| t.trace_id_hex());
     match o.failure() {
         None => tracing::info!(
             probe = %outcome.probe.name,
@@ -120,6 +148,8 @@ fn log_outcome(outcome: &Outcome) {
             ttft_ms = ms(o.ttft()),
             total_ms = ms(o.total()),
             output_tokens = o.output_tokens,
+            input_tokens = o.input_tokens,
+            trace_id,
             "Probe run finished."
         ),
         Some(f) => tracing::warn!(
@@ -131,6 +161,7 @@ fn log_outcome(outcome: &Outcome) {
             ttft_ms = ms(o.ttft()),
             total_ms = ms(o.total()),
             error = %f.message,
+            trace_id,
             "Probe run failed."
         ),
     }

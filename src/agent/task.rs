@@ -28,7 +28,7 @@ pub(super) struct Stopped<S> {
     pub(super) shared: S,
 }
 
-impl<C: PartialEq, S> Running<C, S> {
+impl<C, S> Running<C, S> {
     /// Spawns `start(cancel)`; the task ends when `cancel` fires.
     pub(super) fn spawn<F>(config: C, shared: S, start: impl FnOnce(CancellationToken) -> F) -> Self
     where
@@ -45,7 +45,12 @@ impl<C: PartialEq, S> Running<C, S> {
     }
 
     /// Whether it was started from `config`, so a reload leaves it alone.
-    pub(super) fn runs(&self, config: &C) -> bool {
+    /// `C` may be a handle on what was built from the config (a probe's), compared
+    /// with the new config through `PartialEq<Q>`, so the config is not kept twice.
+    pub(super) fn runs<Q>(&self, config: &Q) -> bool
+    where
+        C: PartialEq<Q>,
+    {
         self.config == *config
     }
 
@@ -86,7 +91,7 @@ impl<C, S> Default for Tasks<C, S> {
     }
 }
 
-impl<C: PartialEq, S> Tasks<C, S> {
+impl<C, S> Tasks<C, S> {
     /// Stops every task `keep` refuses (its config changed, or it is no longer
     /// configured) and returns, by name, what each leaves to a successor.
     pub(super) fn stop_unless(

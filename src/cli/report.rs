@@ -46,6 +46,7 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
     };
+    let costs = report::costs_by_probe(config.as_ref());
     let targets = report::targets_by_probe(config.as_ref());
     let target_of = move |probe: &str| targets.get(probe).copied().unwrap_or_default();
     let report = match &request.prometheus {
@@ -69,6 +70,7 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
             }
         },
     };
+    let report = report.with_costs(&costs);
     let text = match request.format {
         ReportFormat::Markdown => report.to_markdown(),
         ReportFormat::Html => report.to_html(),

@@ -15,11 +15,12 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 use super::alerting::{RawAlert, RawSlo};
+use super::cost::InheritedCost;
 use super::positions::{
     PositionIndex, closest, join_path, key_parent, node_mut, parse_unknown_field, remove_key, remove_node,
     strip_location, suggest,
 };
-use super::raw::{MetricsDetail, RawAgent, RawDefaults, RawHistory, RawProbe};
+use super::raw::{MetricsDetail, RawAgent, RawBudget, RawDefaults, RawHistory, RawProbe};
 use super::{
     AgentConfig, Config, ConfigError, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, HistoryConfig, Kind,
     MAX_DURATION, MAX_LABEL_VALUE_LEN, MAX_LABELS, MAX_RESPONSE_BYTES, RESERVED_LABELS, Secret, files,
@@ -77,6 +78,9 @@ pub(super) struct Defaults {
     pub(super) alert: RawAlert,
     pub(super) slo: RawSlo,
     pub(super) metrics: Option<MetricsDetail>,
+    pub(super) cost: Option<InheritedCost>,
+    pub(super) budget: Option<RawBudget>,
+    pub(super) trace: super::tracing::RawTrace,
 }
 
 impl Checker<'_> {
@@ -395,6 +399,7 @@ impl Checker<'_> {
                 remote_write: None,
                 history: HistoryConfig::default(),
                 metrics: MetricsDetail::default(),
+                tracing: None,
             });
         }
         let raw: RawAgent = self.section(value, "agent", None)?;
@@ -452,6 +457,7 @@ impl Checker<'_> {
             data_dir,
             external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
             metrics: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
+            tracing: raw.tracing.and_then(|t| self.tracing(t)),
         })
     }
 
@@ -536,6 +542,9 @@ impl Checker<'_> {
             self.passes(|cx| cx.labels(None, "defaults", &one))
         });
         let slo = self.defaults_slo(raw.slo.unwrap_or_default());
+        let cost = raw.cost.map(|c| self.defaults_cost(c));
+        let budget = raw.budget.map(|b| self.defaults_budget(Some(b)));
+        let trace = self.defaults_trace(raw.trace.unwrap_or_default(), &headers);
         Some(Defaults {
             interval: raw
                 .interval
@@ -554,6 +563,9 @@ impl Checker<'_> {
             alert: raw.alert.unwrap_or_default(),
             slo,
             metrics: raw.metrics.and_then(|m| m.detail),
+            cost,
+            budget,
+            trace,
         })
     }
 

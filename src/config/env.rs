@@ -70,6 +70,7 @@ fn secret_bearing(path: &str) -> bool {
                 | "agent.remote_write.bearer_token"
                 | "agent.remote_write.basic_auth.username"
                 | "agent.remote_write.basic_auth.password"
+                | "agent.tracing.otlp_endpoint"
         )
 }
 
@@ -175,6 +176,8 @@ mod tests {
             "agent.remote_write.bearer_token",
             "agent.remote_write.basic_auth.password",
             "agent.remote_write.headers.X-Scope-OrgID",
+            "agent.tracing.otlp_endpoint",
+            "agent.tracing.headers.x-api-key",
         ] {
             assert!(secret_bearing(path), "{path}");
         }

@@ -40,10 +40,12 @@ mod check;
 pub(crate) use check::Checker;
 pub use check::valid_label_value;
 mod content;
+mod cost;
 pub use content::{
     BUILTIN_IMAGES, BuiltinImage, ImageFormat, ImageSource, Images, PromptBucket, Prompts, Scene,
     TENSOR_DATATYPES, TensorData, TensorInput, Upload,
 };
+pub use cost::{Cost, DEFAULT_CURRENCY, TokenBudget};
 mod env;
 pub use env::substitute_env;
 pub mod files;
@@ -57,10 +59,14 @@ mod raw;
 pub use raw::MetricsDetail;
 mod remote_write;
 pub use remote_write::RemoteWriteConfig;
+mod tracing;
+pub use tracing::{TraceConfig, TracingConfig};
 mod schema;
 pub(crate) use schema::documented_enum;
 pub use schema::json_schema;
 mod url;
+// The file's text into a YAML value without serde_yaml's whole-file event list.
+mod yaml;
 pub use url::{Url, UrlError, parse_url, to_uri};
 
 /// The kinds are listed with the probes they build (one file per kind).
@@ -142,6 +148,8 @@ pub struct AgentConfig {
     /// `agent.metrics.detail`: the agent's own series, and every probe's unless it or
     /// `defaults` says otherwise.
     pub metrics: MetricsDetail,
+    /// `agent.tracing`: each run exported as a span; `None` (the default) exports nothing.
+    pub tracing: Option<TracingConfig>,
 }
 
 /// `agent.history`: how much run history the store keeps, by age and by disk use
@@ -288,6 +296,12 @@ pub struct ProbeConfig {
     /// Which series the probe exposes: its own `metrics.detail`, else `defaults`', else
     /// the agent's.
     pub metrics: MetricsDetail,
+    /// LLM kinds: what its tokens cost (its own `cost`, over `defaults.cost`).
+    pub cost: Option<Cost>,
+    /// LLM kinds on an interval: its daily token budget.
+    pub budget: Option<TokenBudget>,
+    /// `trace`: the W3C `traceparent` each run sends (on unless turned off).
+    pub trace: TraceConfig,
 }
 
 /// The URL as it may be shown in logs, the API and pages: scheme, host, port and path,
@@ -416,7 +430,7 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
             ),
         );
     }
-    let root: Value = match serde_yaml::from_str(text) {
+    let root: Value = match yaml::parse(text) {
         Ok(v) => v,
         Err(e) => {
             let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
@@ -436,6 +450,8 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         cx.warnings.sort_by_key(|a| (a.line, a.column));
         config.warnings = cx.warnings;
         config.secrets = cx.substituted.into_iter().map(Secret::new).collect();
+        // Grown by doubling while checked: up to twice the probes' ~900 bytes each.
+        config.probes.shrink_to_fit();
         Ok(config)
     } else {
         cx.errors.sort_by_key(|a| (a.line, a.column));

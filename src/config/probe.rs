@@ -52,7 +52,7 @@ impl Checker<'_> {
         let url = self.url(p, &key("url"), &raw.url);
 
         let model = raw.model.filter(|m| !m.trim().is_empty());
-        if let Some(kind) = kind.filter(|k| k.is_llm())
+        if let Some(kind) = kind.filter(|k| k.is_llm() || *k == Kind::KserveV2Grpc)
             && model.is_none()
         {
             self.error(
@@ -74,6 +74,13 @@ impl Checker<'_> {
         );
 
         let headers = self.probe_headers(p, prefix, &raw.headers, defaults);
+        let trace = self.probe_trace(
+            p,
+            prefix,
+            raw.trace,
+            defaults.map(|d| (d.trace, &d.headers)),
+            &raw.headers,
+        );
 
         // Prompts and max_tokens are the LLM kinds' keys, handed to their check below, but
         // checked here, in file order, so that a misplaced `prompts` reads before the
@@ -126,6 +133,8 @@ impl Checker<'_> {
                     input: raw.input,
                     ready_check: raw.ready_check,
                     outputs: raw.outputs,
+                    model_version: raw.model_version,
+                    service: raw.service,
                 },
             )
         });
@@ -148,6 +157,16 @@ impl Checker<'_> {
         {
             self.error(p, &key("slo.ttft_p95"), "only for LLM kinds; use total_p95");
         }
+
+        let cost = self.probe_cost(p, prefix, kind, raw.cost, defaults.and_then(|d| d.cost.as_ref()));
+        let budget = self.probe_budget(
+            p,
+            prefix,
+            kind,
+            schedule.as_ref(),
+            raw.budget,
+            defaults.and_then(|d| d.budget.as_ref()),
+        );
 
         if self.errors.len() > errors_before {
             return None;
@@ -177,6 +196,9 @@ impl Checker<'_> {
                 .and_then(|m| m.detail)
                 .or(defaults.and_then(|d| d.metrics))
                 .unwrap_or_default(),
+            cost,
+            budget,
+            trace,
         })
     }
 
@@ -436,8 +458,12 @@ impl Checker<'_> {
             ("top_label", expect.top_label.is_some()),
         ];
         for (name, set) in only_kserve {
-            if set && kind.is_some_and(|k| k != Kind::KserveV2) {
-                self.error(p, &key(&format!("expect.{name}")), "only for kind kserve_v2");
+            if set && kind.is_some_and(|k| !matches!(k, Kind::KserveV2 | Kind::KserveV2Grpc)) {
+                self.error(
+                    p,
+                    &key(&format!("expect.{name}")),
+                    "only for kinds kserve_v2 and kserve_v2_grpc",
+                );
             }
         }
         if expect.model && kind.is_some_and(|k| !k.is_llm() || k == Kind::Tgi) {
@@ -494,6 +520,8 @@ pub(crate) struct SpecKeys<'a> {
     pub input: Option<RawInput>,
     pub ready_check: Option<bool>,
     pub outputs: Option<Vec<String>>,
+    pub model_version: Option<String>,
+    pub service: Option<String>,
 }
 
 /// A per-kind key that some kinds do not take (see [`SpecKeys::refuse`]). Not here: images
@@ -506,6 +534,8 @@ pub(crate) enum Key {
     Input,
     ReadyCheck,
     Outputs,
+    ModelVersion,
+    Service,
 }
 
 impl SpecKeys<'_> {
@@ -530,14 +560,32 @@ impl SpecKeys<'_> {
             );
         }
         if keys.contains(&Key::Input) && self.input.is_some() {
-            cx.error(p, &self.key("input"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("input"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
         }
         if keys.contains(&Key::ReadyCheck) && self.ready_check.is_some() {
             self.ready_check_url(cx);
-            cx.error(p, &self.key("ready_check"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("ready_check"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
         }
         if keys.contains(&Key::Outputs) && self.outputs.is_some() {
-            cx.error(p, &self.key("outputs"), "only for kind kserve_v2");
+            cx.error(
+                p,
+                &self.key("outputs"),
+                "only for kinds kserve_v2 and kserve_v2_grpc",
+            );
+        }
+        if keys.contains(&Key::ModelVersion) && self.model_version.is_some() {
+            cx.error(p, &self.key("model_version"), "only for kind kserve_v2_grpc");
+        }
+        if keys.contains(&Key::Service) && self.service.is_some() {
+            cx.error(p, &self.key("service"), "only for kind grpc_health");
         }
     }
 
@@ -640,7 +688,7 @@ mod tests {
                 "t.yaml:5:6: probe \"a\": probes[0].input: kind kserve_v2 needs an `input` tensor",
                 "t.yaml:6:6: probe \"b\": probes[1].images: an empty list of images",
                 "t.yaml:6:80: probe \"b\": probes[1].ready_check: needs a url ending in /infer (the check asks .../ready)",
-                "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kind kserve_v2",
+                "t.yaml:6:80: probe \"b\": probes[1].ready_check: only for kinds kserve_v2 and kserve_v2_grpc",
             ]
         );
     }

@@ -16,6 +16,7 @@ use super::schema::{
     BuiltinImageName, Datatype, Duration, FinishReason, HttpMethod, ImageDetail, Labels, Layout, Name,
     StatusCodes, TensorImage, TopLabel, UploadAs,
 };
+use super::tracing::{RawTrace, RawTracing};
 use super::{Kind, PromptBucket};
 
 /// The run history kept on disk (status page, reports); the oldest runs go first.
@@ -53,6 +54,33 @@ pub enum MetricsDetail {
     Full,
 }
 
+/// `cost:` (defaults or an LLM probe): what its tokens cost, for `inferprobe report`.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Cost")]
+pub(super) struct RawCost {
+    /// Price of one million input (prompt) tokens, e.g. 0.15.
+    #[schemars(range(min = 0))]
+    pub(super) input_per_million: Option<f64>,
+    /// Price of one million output (generated) tokens, e.g. 0.60.
+    #[schemars(range(min = 0))]
+    pub(super) output_per_million: Option<f64>,
+    /// The prices' currency: three capital letters, e.g. USD (default USD).
+    #[schemars(regex(pattern = r"^[A-Z]{3}$"))]
+    pub(super) currency: Option<String>,
+}
+
+/// `budget:` (defaults or an LLM probe): tokens a probe may use a day; over it, the agent
+/// warns and stretches the probe's interval (it never stops probing).
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Budget")]
+pub(super) struct RawBudget {
+    /// Input plus output tokens in any 24 hours, e.g. 2000000.
+    #[schemars(range(min = 1))]
+    pub(super) tokens_per_day: Option<u64>,
+}
+
 /// This agent: where it runs, where it listens, where it keeps its state.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +105,8 @@ pub(super) struct RawAgent {
     pub(super) history: Option<RawHistory>,
     /// Which series are exposed: `{detail: basic}` (default) or `{detail: full}`.
     pub(super) metrics: Option<RawMetrics>,
+    /// Export each run as one client span over OTLP/HTTP (off by default).
+    pub(super) tracing: Option<RawTracing>,
 }
 
 /// Values every probe inherits unless it sets its own (each applies only to the kinds
@@ -118,6 +148,13 @@ pub(super) struct RawDefaults {
     pub(super) slo: Option<RawSlo>,
     /// Which series are exposed: `{detail: basic}` (default) or `{detail: full}`.
     pub(super) metrics: Option<RawMetrics>,
+    /// LLM kinds: token prices every probe inherits, key by key.
+    pub(super) cost: Option<RawCost>,
+    /// LLM kinds: the daily token budget every probe inherits.
+    pub(super) budget: Option<RawBudget>,
+    /// The W3C `traceparent` every probe sends, key by key: `{enabled: true, sampled: true}`
+    /// (default).
+    pub(super) trace: Option<RawTrace>,
 }
 
 /// One endpoint to watch: what to send, how often, and what counts as success.
@@ -186,12 +223,25 @@ pub(super) struct RawProbe {
     pub(super) ready_check: Option<bool>,
     /// kserve_v2: the output tensors to request (default: all).
     pub(super) outputs: Option<Vec<String>>,
+    /// kserve_v2_grpc: the model version to ask for (default: the server's choice).
+    pub(super) model_version: Option<String>,
+    /// grpc_health: the service whose health to ask for (default "", the whole server).
+    pub(super) service: Option<String>,
     /// When this probe pages: thresholds, severity, receivers (over defaults.alert).
     pub(super) alert: Option<RawAlert>,
     /// Latency and availability targets (over defaults.slo).
     pub(super) slo: Option<RawSlo>,
     /// Which series are exposed: `{detail: basic}` (default) or `{detail: full}`.
     pub(super) metrics: Option<RawMetrics>,
+    /// LLM kinds: what its tokens cost, `{input_per_million, output_per_million,
+    /// currency}` (over defaults.cost), for the report.
+    pub(super) cost: Option<RawCost>,
+    /// LLM kinds: `{tokens_per_day: N}` (over defaults.budget): over it the agent warns
+    /// and stretches the interval.
+    pub(super) budget: Option<RawBudget>,
+    /// The W3C `traceparent` each run sends (over defaults.trace): `{enabled: true,
+    /// sampled: true}` (default).
+    pub(super) trace: Option<RawTrace>,
 }
 
 /// `images:` as a mapping (`builtin`, `files`, ...) or a plain list, `[cat.jpg, x.png]`,

@@ -307,8 +307,8 @@ impl JsonSchema for RawImages {
     }
 }
 
-/// The rules of a probe that depend on its kind, as [`Kind`] states them: LLM kinds need
-/// a `model`; `prompts` are for LLM kinds only, `images` for the kinds that take them
+/// The rules of a probe that depend on its kind, as [`Kind`] states them: LLM kinds and
+/// kserve_v2_grpc need a `model`; `prompts` are for LLM kinds only, `images` for the kinds that take them
 /// (a key written empty, `prompts:`, is no key to the loader). Used as
 /// `#[schemars(transform)]` on the probe.
 pub(super) fn kind_rules(schema: &mut Schema) {
@@ -323,7 +323,7 @@ pub(super) fn kind_rules(schema: &mut Schema) {
     let absent = |message: &str| json!({"type": "null", "errorMessage": message});
     let rules = vec![
         when(
-            kinds(Kind::is_llm),
+            kinds(|k| k.is_llm() || k == Kind::KserveV2Grpc),
             json!({"required": ["model"], "properties": {"model": {"type": "string"}}}),
         ),
         when(

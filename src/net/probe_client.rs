@@ -145,6 +145,9 @@ pub struct HttpClient {
     authority: HeaderValue,
     tls: Option<TlsTarget>,
     reuse: bool,
+    /// Speak HTTP/2 whatever ALPN said, and over plain TCP without an upgrade (prior
+    /// knowledge): gRPC is HTTP/2 only.
+    http2_only: bool,
     idle: Mutex<Option<Connection>>,
 }
 
@@ -187,8 +190,16 @@ impl HttpClient {
             port,
             tls,
             reuse,
+            http2_only: false,
             idle: Mutex::new(None),
         })
+    }
+
+    /// HTTP/2 on every connection (prior knowledge on plain TCP, h2 over TLS whatever
+    /// ALPN chose), as gRPC needs.
+    pub fn http2_only(mut self) -> Self {
+        self.http2_only = true;
+        self
     }
 
     pub fn is_tls(&self) -> bool {
@@ -240,6 +251,7 @@ impl HttpClient {
                 body,
                 limit: max_body_bytes,
                 received: 0,
+                trailers: None,
                 conn: Some(conn),
                 client: self,
             },
@@ -276,7 +288,11 @@ impl HttpClient {
                 // HTTP/2 carries scheme and authority in the request's pseudo-headers.
                 let pq = request.uri().path_and_query().cloned();
                 let mut parts = http::uri::Parts::default();
-                parts.scheme = Some(http::uri::Scheme::HTTPS);
+                parts.scheme = Some(if self.tls.is_some() {
+                    http::uri::Scheme::HTTPS
+                } else {
+                    http::uri::Scheme::HTTP
+                });
                 parts.authority = http::uri::Authority::try_from(self.authority.as_bytes()).ok();
                 parts.path_and_query = pq;
                 if let Ok(uri) = Uri::from_parts(parts) {
@@ -351,6 +367,7 @@ impl HttpClient {
         let _ = tcp.set_nodelay(true);
 
         match &self.tls {
+            None if self.http2_only => handshake_h2(TokioIo::new(tcp)).await,
             None => self.handshake_h1(TokioIo::new(tcp)).await,
             Some(tls) => {
                 let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
@@ -360,11 +377,8 @@ impl HttpClient {
                     .map_err(|e| NetError::Tls(e.to_string()))?;
                 marks.tls_done = Some(Instant::now());
                 let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                if h2 {
-                    let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                        .await
-                        .map_err(|e| http_error(&e))?;
-                    Ok(Connection::new(Sender::H2(sender), conn))
+                if h2 || self.http2_only {
+                    handshake_h2(TokioIo::new(stream)).await
                 } else {
                     self.handshake_h1(TokioIo::new(stream)).await
                 }
@@ -379,6 +393,16 @@ impl HttpClient {
         let (sender, conn) = http1::handshake(io).await.map_err(|e| http_error(&e))?;
         Ok(Connection::new(Sender::H1(sender), conn))
     }
+}
+
+async fn handshake_h2<T>(io: TokioIo<T>) -> Result<Connection, NetError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http2::handshake(TokioExecutor::new(), io)
+        .await
+        .map_err(|e| http_error(&e))?;
+    Ok(Connection::new(Sender::H2(sender), conn))
 }
 
 /// Why a body could not be read to its end.
@@ -396,6 +420,8 @@ pub struct BodyStream<'a> {
     body: Incoming,
     limit: u64,
     received: u64,
+    /// The trailers, once the body has ended with them (HTTP/2; gRPC's status is there).
+    trailers: Option<http::HeaderMap>,
     /// Kept alive while the body is read; parked for the next run when reusing.
     conn: Option<Connection>,
     client: &'a HttpClient,
@@ -412,8 +438,14 @@ impl BodyStream<'_> {
                 }
                 Some(Err(e)) => return Err(BodyError::Broken(describe_hyper_error(&e))),
                 Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue; // trailers
+                    let data = match frame.into_data() {
+                        Ok(data) => data,
+                        Err(frame) => {
+                            if let Ok(trailers) = frame.into_trailers() {
+                                self.trailers = Some(trailers);
+                            }
+                            continue;
+                        }
                     };
                     self.received += data.len() as u64;
                     if self.received > self.limit {
@@ -443,6 +475,11 @@ impl BodyStream<'_> {
 
     pub fn received(&self) -> u64 {
         self.received
+    }
+
+    /// The trailers the body ended with, if any (known once `next` returned `None`).
+    pub fn trailers(&self) -> Option<&http::HeaderMap> {
+        self.trailers.as_ref()
     }
 
     /// The body ended cleanly: park the connection for the next run.

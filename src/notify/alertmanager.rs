@@ -60,6 +60,7 @@ fn one(a: &Alert, event: Event, now: SystemTime, resend: Duration) -> Value {
     put("reason", Some(a.reason.clone()));
     put("last_status", a.last_status.map(|s| s.to_string()));
     put("last_error", a.last_error.clone());
+    put("trace_id", a.trace_id.clone());
     if a.condition != Condition::Test {
         put("failing_since", Some(rfc3339(a.since)));
     }

@@ -47,6 +47,7 @@ pub fn body(n: &Notification, routing_key: &str) -> Value {
                 "reason": a.reason,
                 "last_status": a.last_status,
                 "last_error": a.last_error,
+                "trace_id": a.trace_id,
                 "failing_since": rfc3339(a.since),
                 "bad_runs": a.bad_runs,
                 "last_good": a.last_good,

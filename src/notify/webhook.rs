@@ -40,6 +40,7 @@ pub fn body(n: &Notification, now: SystemTime) -> Value {
             "reason": a.reason,
             "last_status": a.last_status,
             "last_error": a.last_error,
+            "trace_id": a.trace_id,
             "since": rfc3339(a.since),
             "fired_at": rfc3339(a.fired_at),
             "resolved_at": a.resolved_at.map(rfc3339),

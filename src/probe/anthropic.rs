@@ -153,6 +153,26 @@ struct StreamEvent {
 #[derive(Deserialize)]
 struct StartedMessage {
     model: Option<String>,
+    usage: Option<StartUsage>,
+}
+
+/// `message_start.message.usage`: `input_tokens` leaves out the prompt tokens written to
+/// or read from the prompt cache, so the prompt is the sum of the three.
+#[derive(Deserialize)]
+struct StartUsage {
+    input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl StartUsage {
+    fn prompt_tokens(&self) -> Option<u64> {
+        Some(
+            self.input_tokens?
+                + self.cache_creation_input_tokens.unwrap_or(0)
+                + self.cache_read_input_tokens.unwrap_or(0),
+        )
+    }
 }
 
 #[derive(Deserialize)]
@@ -212,7 +232,12 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
                 }
             }
         }
-        "message_start" => facts.model = e.message.and_then(|m| m.model),
+        "message_start" => {
+            if let Some(m) = e.message {
+                facts.input_tokens = m.usage.as_ref().and_then(StartUsage::prompt_tokens);
+                facts.model = m.model;
+            }
+        }
         "message_delta" => {
             facts.output_tokens = e.usage.and_then(|u| u.output_tokens);
             facts.finish_reason = e
@@ -322,6 +347,7 @@ data: {\"type\":\"message_stop\"}\n\n";
         assert_eq!(content.len(), 1, "only the text delta is output");
         assert_eq!(content[0].text, "Red");
         assert_eq!(facts.iter().find_map(|f| f.output_tokens), Some(3));
+        assert_eq!(facts.iter().find_map(|f| f.input_tokens), Some(95));
         assert_eq!(
             facts.iter().find_map(|f| f.finish_reason.clone()).as_deref(),
             Some("stop")

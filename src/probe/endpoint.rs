@@ -76,6 +76,12 @@ impl Endpoint {
         })
     }
 
+    /// HTTP/2 on every connection, as gRPC needs (see `HttpClient::http2_only`).
+    pub fn http2_only(mut self) -> Self {
+        self.client = self.client.http2_only();
+        self
+    }
+
     /// Failure messages may quote what the server sent, which may echo credentials.
     pub fn redact(&self, obs: &mut Observation) {
         if let Err(f) = &mut obs.result {
@@ -100,11 +106,10 @@ impl Endpoint {
         uri: http::Uri,
         body: Bytes,
     ) -> http::Request<Full<Bytes>> {
-        let mut request = http::Request::builder()
-            .method(method.clone())
-            .uri(uri)
-            .body(Full::new(body))
-            .expect("a request from valid parts");
+        // Set part by part: the builder's checks would repeat what `build` checked once.
+        let mut request = http::Request::new(Full::new(body));
+        *request.method_mut() = method.clone();
+        *request.uri_mut() = uri;
         *request.headers_mut() = self.headers.clone();
         request
     }
@@ -119,6 +124,10 @@ impl Endpoint {
         head_deadline: tokio::time::Instant,
         head_timeout_reason: FailureReason,
     ) -> Option<ResponseStream<'_>> {
+        let mut request = request;
+        if let Some(trace) = &cx.trace {
+            super::trace::stamp(request.headers_mut(), trace);
+        }
         let mut response = send(
             &self.client,
             request,

@@ -134,6 +134,12 @@ impl Generation {
         if !check_content_type(&response, protocol.framing.content_type(), &mut obs) {
             return obs;
         }
+        // The server took the prompt: it counts from here, even if the stream breaks. Our
+        // estimate until the server's own count arrives (read_events replaces it).
+        (obs.input_tokens, obs.input_token_source) = (
+            Some(estimate_input_tokens(&prompt.text)),
+            Some(TokenSource::Estimated),
+        );
         let Some(streamed) = read_events(
             &mut response.body,
             protocol,
@@ -296,6 +302,8 @@ pub(crate) struct EventFacts {
     pub other_output: bool,
     /// Output tokens the server reported (final usage).
     pub output_tokens: Option<u64>,
+    /// Input (prompt) tokens the server reported: the whole prompt, cached part included.
+    pub input_tokens: Option<u64>,
     /// The protocol's terminator.
     pub done: bool,
     /// Why the generation ended, where this event says (normalized with
@@ -460,6 +468,9 @@ async fn read_events(
             if facts.output_tokens.is_some() {
                 usage_tokens = facts.output_tokens;
             }
+            if let Some(n) = facts.input_tokens {
+                (obs.input_tokens, obs.input_token_source) = (Some(n), Some(TokenSource::Usage));
+            }
             if facts.finish_reason.is_some() {
                 out.finish_reason = facts.finish_reason;
             }
@@ -489,6 +500,13 @@ async fn read_events(
     };
     obs.note = usage_tokens.and_then(|n| token_gap_note(n, out.content_events));
     Some(out)
+}
+
+/// Input tokens estimated from the prompt we sent, for servers that do not report them:
+/// about four characters a token ([`crate::payload::estimate_tokens`]), images not
+/// counted. An estimate, flagged as [`TokenSource::Estimated`] wherever it is shown.
+pub(crate) fn estimate_input_tokens(prompt: &str) -> u64 {
+    crate::payload::estimate_tokens(prompt) as u64
 }
 
 /// A note when the server's token count and the content events we counted disagree by

@@ -26,8 +26,8 @@ use serde::Deserialize;
 
 use super::dialect::Dialect;
 use super::{BuildContext, BuildError, Probe, RunLimits};
-use super::{anthropic, http, kserve_v2, llamacpp, ollama, openai, tgi};
-use crate::config::{Checker, ProbeConfig, SpecKeys};
+use super::{anthropic, grpc_health, http, kserve_v2, kserve_v2_grpc, llamacpp, ollama, openai, tgi};
+use crate::config::{Checker, Key, ProbeConfig, SpecKeys};
 use crate::outcome::Observation;
 
 /// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
@@ -63,6 +63,12 @@ pub enum Kind {
     /// Open Inference Protocol (KServe v2, Triton, MLServer): a tensor in, outputs checked.
     #[serde(rename = "kserve_v2")]
     KserveV2,
+    /// Open Inference Protocol over gRPC (inference.GRPCInferenceService: Triton, KServe, MLServer): a tensor in, outputs checked.
+    #[serde(rename = "kserve_v2_grpc")]
+    KserveV2Grpc,
+    /// The standard gRPC health check (grpc.health.v1.Health/Check): up when SERVING.
+    #[serde(rename = "grpc_health")]
+    GrpcHealth,
     /// Any HTTP endpoint: a method, a body or image upload, status and body checked.
     #[serde(rename = "http")]
     Http,
@@ -70,7 +76,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order of the list above.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 11] = [
         Kind::OpenAiChat,
         Kind::OpenAiCompletions,
         Kind::OpenAiResponses,
@@ -79,6 +85,8 @@ impl Kind {
         Kind::LlamaCpp,
         Kind::Anthropic,
         Kind::KserveV2,
+        Kind::KserveV2Grpc,
+        Kind::GrpcHealth,
         Kind::Http,
     ];
 
@@ -92,13 +100,18 @@ impl Kind {
             Kind::LlamaCpp => "llamacpp",
             Kind::Anthropic => "anthropic",
             Kind::KserveV2 => "kserve_v2",
+            Kind::KserveV2Grpc => "kserve_v2_grpc",
+            Kind::GrpcHealth => "grpc_health",
             Kind::Http => "http",
         }
     }
 
     /// Kinds that stream generated tokens (and so have TTFT and prompts).
     pub fn is_llm(self) -> bool {
-        !matches!(self, Kind::Http | Kind::KserveV2)
+        !matches!(
+            self,
+            Kind::Http | Kind::KserveV2 | Kind::KserveV2Grpc | Kind::GrpcHealth
+        )
     }
 
     /// What the simulator speaks for this kind, found by route: the dialects written in
@@ -113,7 +126,7 @@ impl Kind {
             Kind::Tgi => &[&tgi::simulator::GenerateStream],
             Kind::LlamaCpp => &[&llamacpp::simulator::Completion],
             Kind::Anthropic => &[&anthropic::simulator::Messages],
-            Kind::KserveV2 | Kind::Http => &[],
+            Kind::KserveV2 | Kind::KserveV2Grpc | Kind::GrpcHealth | Kind::Http => &[],
         }
     }
 
@@ -126,6 +139,7 @@ impl Kind {
                 | Kind::Ollama
                 | Kind::Anthropic
                 | Kind::KserveV2
+                | Kind::KserveV2Grpc
                 | Kind::Http
         )
     }
@@ -143,12 +157,22 @@ pub enum KindSpec {
     LlamaCpp(llamacpp::Spec),
     Anthropic(anthropic::Spec),
     KserveV2(kserve_v2::Spec),
+    KserveV2Grpc(kserve_v2_grpc::Spec),
+    GrpcHealth(grpc_health::Spec),
     Http(http::Spec),
 }
 
 /// Checks a probe's kind-specific keys with its kind's own check. Errors go to `cx`,
 /// positioned; `None` when there were any.
 pub(crate) fn check_spec(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<KindSpec> {
+    // The gRPC kinds' own keys, refused here for every other kind (after the kind's own
+    // refusals would reorder nothing: each key has one position).
+    if keys.kind != Kind::KserveV2Grpc {
+        keys.refuse(cx, &[Key::ModelVersion]);
+    }
+    if keys.kind != Kind::GrpcHealth {
+        keys.refuse(cx, &[Key::Service]);
+    }
     match keys.kind {
         Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
             openai::check(cx, keys).map(KindSpec::OpenAi)
@@ -158,6 +182,8 @@ pub(crate) fn check_spec(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Kin
         Kind::LlamaCpp => llamacpp::check(cx, keys).map(KindSpec::LlamaCpp),
         Kind::Anthropic => anthropic::check(cx, keys).map(KindSpec::Anthropic),
         Kind::KserveV2 => kserve_v2::check(cx, keys).map(KindSpec::KserveV2),
+        Kind::KserveV2Grpc => kserve_v2_grpc::check(cx, keys).map(KindSpec::KserveV2Grpc),
+        Kind::GrpcHealth => grpc_health::check(cx, keys).map(KindSpec::GrpcHealth),
         Kind::Http => http::check(cx, keys).map(KindSpec::Http),
     }
 }
@@ -170,6 +196,8 @@ pub enum AnyProbe {
     LlamaCpp(llamacpp::LlamaCppProbe),
     Anthropic(anthropic::AnthropicProbe),
     Kserve(kserve_v2::KserveProbe),
+    KserveGrpc(kserve_v2_grpc::KserveGrpcProbe),
+    GrpcHealth(grpc_health::GrpcHealthProbe),
     Http(http::HttpProbe),
 }
 
@@ -185,6 +213,12 @@ impl AnyProbe {
                 AnyProbe::Anthropic(anthropic::AnthropicProbe::build(config, spec, cx)?)
             }
             KindSpec::KserveV2(spec) => AnyProbe::Kserve(kserve_v2::KserveProbe::build(config, spec, cx)?),
+            KindSpec::KserveV2Grpc(spec) => {
+                AnyProbe::KserveGrpc(kserve_v2_grpc::KserveGrpcProbe::build(config, spec, cx)?)
+            }
+            KindSpec::GrpcHealth(spec) => {
+                AnyProbe::GrpcHealth(grpc_health::GrpcHealthProbe::build(config, spec, cx)?)
+            }
             KindSpec::Http(spec) => AnyProbe::Http(http::HttpProbe::build(config, spec, cx)?),
         })
     }
@@ -199,6 +233,8 @@ impl Probe for AnyProbe {
             AnyProbe::LlamaCpp(p) => p.run(limits).await,
             AnyProbe::Anthropic(p) => p.run(limits).await,
             AnyProbe::Kserve(p) => p.run(limits).await,
+            AnyProbe::KserveGrpc(p) => p.run(limits).await,
+            AnyProbe::GrpcHealth(p) => p.run(limits).await,
             AnyProbe::Http(p) => p.run(limits).await,
         }
     }
@@ -221,7 +257,7 @@ pub(crate) fn event_parser(kind: Kind) -> Option<EventParser> {
         Kind::Tgi => tgi::parse_event,
         Kind::LlamaCpp => llamacpp::parse_event,
         Kind::Anthropic => anthropic::parse_event,
-        Kind::KserveV2 | Kind::Http => return None,
+        Kind::KserveV2 | Kind::KserveV2Grpc | Kind::GrpcHealth | Kind::Http => return None,
     };
     Some(parser)
 }

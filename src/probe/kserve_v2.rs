@@ -13,7 +13,8 @@
 //!
 //! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
 //! (`build`, the request, `run`), the response parser, and its tests; kinds.rs lists
-//! it. Imports config, outcome, payload and endpoint.rs.
+//! it. Imports config, outcome, payload, endpoint.rs and tensors.rs (the output checks it
+//! shares with `kserve_v2_grpc`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -23,6 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::endpoint::{self, Endpoint};
+use super::tensors::{self, OutputTensor};
 use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
 use crate::config::{Checker, Expect, Images, ProbeConfig, SpecKeys, TensorData, TensorInput};
 use crate::outcome::{Failure, FailureReason, Observation};
@@ -137,31 +139,8 @@ fn tensor(input: &TensorInput, data: serde_json::Value) -> serde_json::Value {
 fn image_tensor_data(input: &TensorInput, image: &Image) -> Result<serde_json::Value, ImageError> {
     match input.data {
         TensorData::ImageBytes => Ok(json!([&*image.base64])),
-        TensorData::ImagePixels { channels_first } => {
-            let (h, w) = if channels_first {
-                (input.shape[2], input.shape[3])
-            } else {
-                (input.shape[1], input.shape[2])
-            };
-            let decoded = image::load_from_memory(&image.bytes).map_err(|e| ImageError::Read {
-                path: image.name.clone(),
-                message: e.to_string(),
-            })?;
-            let rgb = image::imageops::resize(
-                &decoded.to_rgb8(),
-                w as u32,
-                h as u32,
-                image::imageops::FilterType::Triangle,
-            );
-            let (w, h) = (w as usize, h as usize);
-            let raw = rgb.as_raw();
-            let values: Vec<u8> = if channels_first {
-                (0..3)
-                    .flat_map(|c| (0..h * w).map(move |i| raw[i * 3 + c]))
-                    .collect()
-            } else {
-                raw.clone()
-            };
+        TensorData::ImagePixels { .. } => {
+            let values = tensors::image_pixels(input, image)?;
             Ok(if input.datatype == "FP32" {
                 json!(values.iter().map(|v| f32::from(*v) / 255.0).collect::<Vec<_>>())
             } else {
@@ -278,72 +257,17 @@ pub(crate) fn check_response(body: &[u8], expect: &Expect) -> Result<(), Failure
             ),
         )
     })?;
-    let Some(first) = response.outputs.first() else {
-        return Err(Failure::new(
-            FailureReason::EmptyOutput,
-            "the response has no outputs",
-        ));
-    };
-    for name in &expect.outputs {
-        if !response.outputs.iter().any(|o| &o.name == name) {
-            let seen: Vec<_> = response.outputs.iter().map(|o| o.name.as_str()).collect();
-            return Err(Failure::new(
-                FailureReason::Assertion,
-                format!("expected an output named {name:?}; the outputs are {seen:?}"),
-            ));
-        }
-    }
-    if let Some(shape) = &expect.output_shape
-        && &first.shape != shape
-    {
-        return Err(Failure::new(
-            FailureReason::Assertion,
-            format!(
-                "expected output {:?} to have shape {shape:?}, got {:?}",
-                first.name, first.shape
-            ),
-        ));
-    }
-    if let Some(want) = &expect.top_label {
-        let got = top_label(first).ok_or_else(|| {
-            Failure::new(
-                FailureReason::InvalidResponse,
-                format!("output {:?} has no data", first.name),
-            )
-        })?;
-        if &got != want {
-            return Err(Failure::new(
-                FailureReason::Assertion,
-                format!(
-                    "expected top label {want:?}, got {got:?} (output {:?})",
-                    first.name
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A classifier's answer in its first row: the value itself when the output holds one
-/// value per row (a class id or name), else the index of the largest score.
-fn top_label(output: &Output) -> Option<String> {
-    let rows = output.shape.first().copied().unwrap_or(1).max(1) as usize;
-    let per_row = output.data.len() / rows;
-    let row = output.data.get(..per_row.max(1))?;
-    if per_row <= 1 || output.datatype == "BYTES" {
-        return row.first().map(|v| match v {
-            serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
-                format!("{}", n.as_f64().unwrap_or_default() as i64)
-            }
-            other => other.to_string(),
-        });
-    }
-    row.iter()
-        .enumerate()
-        .filter_map(|(i, v)| v.as_f64().map(|f| (i, f)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(i, _)| i.to_string())
+    let outputs: Vec<OutputTensor> = response
+        .outputs
+        .into_iter()
+        .map(|o| OutputTensor {
+            name: o.name,
+            shape: o.shape,
+            datatype: o.datatype,
+            data: o.data,
+        })
+        .collect();
+    tensors::check_outputs(&outputs, expect)
 }
 
 #[cfg(test)]

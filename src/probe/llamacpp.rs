@@ -97,6 +97,8 @@ struct StreamEvent {
     stop: Option<bool>,
     stop_type: Option<String>,
     tokens_predicted: Option<u64>,
+    /// The prompt's tokens, cached ones included (`timings.prompt_n + cache_n`).
+    tokens_evaluated: Option<u64>,
     model: Option<String>,
     timings: Option<Timings>,
     error: Option<serde_json::Value>,
@@ -148,6 +150,7 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
     };
     if done {
         facts.output_tokens = e.tokens_predicted;
+        facts.input_tokens = e.tokens_evaluated;
         facts.model = e.model;
         // `limit` is the n_predict cap; `word` a stop word: a natural end, like `eos`.
         facts.finish_reason = match e.stop_type.as_deref() {
@@ -246,6 +249,8 @@ mod tests {
         assert!(tokens.iter().any(|f| !f.text.is_empty()));
         assert!(last.done);
         assert_eq!(last.output_tokens, Some(16));
+        // 13 evaluated: 12 from the cache + 1 (timings' cache_n and prompt_n).
+        assert_eq!(last.input_tokens, Some(13));
         assert_eq!(last.finish_reason.as_deref(), Some("length"));
         assert_eq!(last.model.as_deref(), Some("tiny-llama"));
         let stages: Vec<_> = last.server_reported.iter().map(|(s, _)| *s).collect();

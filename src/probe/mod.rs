@@ -15,20 +15,25 @@ pub mod dialect;
 mod endpoint;
 pub mod framing;
 mod generation;
+pub(crate) mod grpc;
+pub mod grpc_health;
 pub mod http;
 pub mod kinds;
 pub mod kserve_v2;
+pub mod kserve_v2_grpc;
 pub mod llamacpp;
 pub mod ollama;
 pub mod openai;
+pub(crate) mod tensors;
 pub mod tgi;
+pub mod trace;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::{MetricsDetail, ProbeConfig, display_url};
 use crate::net::TlsRoots;
-use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity};
+use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity, TraceContext};
 use crate::payload::images::{ImageError, ImageStore};
 use crate::redact::{Redactor, SharedRedactor};
 pub use kinds::AnyProbe;
@@ -74,6 +79,9 @@ pub enum BuildError {
 pub struct RunLimits {
     pub timeout: Duration,
     pub first_token_timeout: Duration,
+    /// The run's trace context, sent as `traceparent` on every request of the run;
+    /// `None` when the probe turned tracing off.
+    pub trace: Option<TraceContext>,
 }
 
 impl RunLimits {
@@ -86,6 +94,7 @@ impl RunLimits {
             start,
             deadline: now + self.timeout,
             first_token_deadline: now + self.first_token_timeout,
+            trace: self.trace,
         }
     }
 }
@@ -98,6 +107,8 @@ pub struct RunContext {
     pub deadline: tokio::time::Instant,
     /// The first generated token must be in by then (streaming kinds).
     pub first_token_deadline: tokio::time::Instant,
+    /// The run's trace context (see [`RunLimits::trace`]).
+    pub trace: Option<TraceContext>,
 }
 
 /// One request, measured.
@@ -149,6 +160,12 @@ impl ReadyProbe {
         let limits = RunLimits {
             timeout: self.config.timeout,
             first_token_timeout: self.config.first_token_timeout,
+            trace: self
+                .config
+                .trace
+                .enabled
+                .then(|| trace::fresh(self.config.trace.sampled))
+                .flatten(),
         };
         // Probes enforce their own deadlines, so a timed-out run keeps the phases it did
         // measure; this outer bound is only a safety net.
@@ -175,7 +192,7 @@ impl ReadyProbe {
             probe: self.identity.clone(),
             started_at,
             schedule_lag: Duration::ZERO,
-            trace: None,
+            trace: limits.trace,
             observation,
         }
     }

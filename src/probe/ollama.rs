@@ -148,6 +148,8 @@ struct Line {
     eval_count: Option<u64>,
     total_duration: Option<u64>,
     load_duration: Option<u64>,
+    /// The prompt's tokens; Ollama leaves it out when the whole prompt came from its cache.
+    prompt_eval_count: Option<u64>,
     prompt_eval_duration: Option<u64>,
     eval_duration: Option<u64>,
 }
@@ -201,6 +203,7 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
     }
     if done {
         facts.output_tokens = line.eval_count;
+        facts.input_tokens = line.prompt_eval_count;
         facts.finish_reason = line.done_reason.as_deref().and_then(normalize_finish_reason);
         for (stage, ns) in [
             ("total", line.total_duration),
@@ -334,6 +337,7 @@ mod tests {
         assert!(f.done);
         assert_eq!(f.finish_reason.as_deref(), Some("stop"));
         assert_eq!(f.output_tokens, Some(282));
+        assert_eq!(f.input_tokens, Some(26));
         assert_eq!(
             f.server_reported[0],
             ("total", Duration::from_nanos(4_883_583_458))

@@ -258,6 +258,8 @@ struct Chunk {
     model: Option<String>,
     choices: Option<Vec<Choice>>,
     usage: Option<Usage>,
+    /// llama.cpp's own figures, on its last chunk even without `include_usage`.
+    timings: Option<Timings>,
     error: Option<serde_json::Value>,
 }
 
@@ -283,6 +285,23 @@ struct Delta {
 #[derive(Deserialize)]
 struct Usage {
     completion_tokens: Option<u64>,
+    /// The whole prompt, cached tokens included (`prompt_tokens_details.cached_tokens`
+    /// is a part of it).
+    prompt_tokens: Option<u64>,
+}
+
+/// llama-server's `timings`: `prompt_n` counts only the prompt tokens it evaluated, so
+/// the prompt is `prompt_n + cache_n` (our captures: 1 + 56 = the usage's 57).
+#[derive(Deserialize)]
+struct Timings {
+    prompt_n: Option<u64>,
+    cache_n: Option<u64>,
+}
+
+impl Timings {
+    fn prompt_tokens(&self) -> Option<u64> {
+        Some(self.prompt_n? + self.cache_n.unwrap_or(0))
+    }
 }
 
 /// Reads one SSE event of an OpenAI-compatible stream.
@@ -322,8 +341,12 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
             ),
         ));
     }
+    let usage = chunk.usage.as_ref();
     let mut facts = EventFacts {
-        output_tokens: chunk.usage.and_then(|u| u.completion_tokens),
+        output_tokens: usage.and_then(|u| u.completion_tokens),
+        input_tokens: usage
+            .and_then(|u| u.prompt_tokens)
+            .or_else(|| chunk.timings.as_ref().and_then(Timings::prompt_tokens)),
         model: chunk.model,
         ..EventFacts::default()
     };
@@ -415,6 +438,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             facts.output_tokens = v
                 .pointer("/response/usage/output_tokens")
                 .and_then(|n| n.as_u64());
+            facts.input_tokens = v.pointer("/response/usage/input_tokens").and_then(|n| n.as_u64());
             // Incomplete says why: `max_output_tokens` is our own cap (an answer, as
             // `length` is in chat), `content_filter` withheld it. Any other incomplete
             // response is not a complete answer.
@@ -635,6 +659,51 @@ mod tests {
             }
         }
         Ok((content, tokens, false, text))
+    }
+
+    /// The prompt's tokens as the stream reports them: the last count given.
+    fn input_tokens_of(transcript: &str, chat: bool) -> Option<u64> {
+        events_of(transcript)
+            .iter()
+            .filter_map(|e| parse_event(e, chat).unwrap().input_tokens)
+            .next_back()
+    }
+
+    #[test]
+    fn golden_input_tokens_from_usage_or_llama_server_timings() {
+        // With include_usage: `usage.prompt_tokens` (57, 56 of them cached).
+        assert_eq!(
+            input_tokens_of("llama-server-tiny-chat-stream-include-usage.txt", true),
+            Some(57)
+        );
+        // Without it llama-server still sends `timings`: prompt_n 57 + cache_n 0.
+        assert_eq!(
+            input_tokens_of("llama-server-tiny-chat-stream.txt", true),
+            Some(57)
+        );
+        assert_eq!(
+            input_tokens_of("llama-server-tiny-completions-stream.txt", false),
+            Some(15)
+        );
+        assert_eq!(
+            input_tokens_of("llama-server-tiny-vision-chat-image-stream.txt", true),
+            Some(75)
+        );
+        // llama-cpp-python reports neither: the driver estimates from the prompt.
+        assert_eq!(
+            input_tokens_of("llama-py-tiny-chat-stream-include-usage.txt", true),
+            None
+        );
+    }
+
+    #[test]
+    fn responses_input_tokens_from_the_terminal_usage() {
+        let e = Event {
+            data: r#"{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":95,"output_tokens":1,"total_tokens":96}}}"#.into(),
+            ..Event::default()
+        };
+        let f = parse_responses_event(&e).unwrap();
+        assert_eq!((f.input_tokens, f.output_tokens), (Some(95), Some(1)));
     }
 
     #[test]

@@ -111,6 +111,8 @@ struct Token {
 #[derive(Deserialize)]
 struct Details {
     generated_tokens: Option<u64>,
+    /// The prompt's tokens (TGI 2.x and later).
+    input_length: Option<u64>,
     /// `length`, `eos_token`, `stop_sequence`.
     finish_reason: Option<String>,
 }
@@ -142,16 +144,18 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
         ));
     };
     let done = e.details.is_some() || e.generated_text.is_some();
-    let (output_tokens, finish_reason) = match e.details {
+    let (output_tokens, input_tokens, finish_reason) = match e.details {
         Some(d) => (
             d.generated_tokens,
+            d.input_length,
             d.finish_reason.as_deref().and_then(normalize_finish_reason),
         ),
-        None => (None, None),
+        None => (None, None, None),
     };
     Ok(EventFacts {
         text: if token.special { String::new() } else { token.text },
         output_tokens,
+        input_tokens,
         done,
         finish_reason,
         ..EventFacts::default()
@@ -231,6 +235,7 @@ mod tests {
         let f = event(r#"{"index":2,"token":{"id":2,"text":"</s>","logprob":-0.1,"special":true},"generated_text":" Red","details":{"finish_reason":"eos_token","generated_tokens":2,"input_length":12,"seed":null}}"#).unwrap();
         assert!(f.text.is_empty() && f.done);
         assert_eq!(f.output_tokens, Some(2));
+        assert_eq!(f.input_tokens, Some(12));
         assert_eq!(f.finish_reason.as_deref(), Some("stop"));
     }
 

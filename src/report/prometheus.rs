@@ -157,6 +157,9 @@ pub async fn report(
                 probe: key.0,
                 location: key.1,
                 targets: t,
+                // Token counts are not among the exported series this report reads.
+                tokens: Default::default(),
+                cost: None,
             }
         })
         .collect();

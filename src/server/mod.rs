@@ -127,13 +127,11 @@ pub async fn serve(
 
 async fn metrics(State(s): State<ServerState>, headers: HeaderMap) -> Response {
     match negotiate(&headers) {
-        Exposition::Protobuf => match s.metrics.render_protobuf() {
-            Ok(body) => ([(header::CONTENT_TYPE, PROTOBUF)], body).into_response(),
-            Err(e) => {
-                tracing::error!(error = %e, "Cannot answer a protobuf scrape.");
-                (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response()
-            }
-        },
+        Exposition::Protobuf => (
+            [(header::CONTENT_TYPE, PROTOBUF)],
+            scrape::protobuf_body(s.metrics),
+        )
+            .into_response(),
         Exposition::OpenMetrics => (
             [(header::CONTENT_TYPE, OPENMETRICS)],
             scrape::body(s.metrics, TextFormat::OpenMetrics),

@@ -565,13 +565,13 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
     );
     out.push_str(
         "<div class=scroll><table><thead><tr><th>started (UTC)</th><th>result</th><th>HTTP</th><th>TTFB</th>\
-         <th>TTFT</th><th>TPOT</th><th>total</th><th>tokens</th><th>prompt</th><th>message</th></tr></thead><tbody>",
+         <th>TTFT</th><th>TPOT</th><th>total</th><th>tokens</th><th>prompt</th><th>trace id</th><th>message</th></tr></thead><tbody>",
     );
     let cell = |d: Option<Duration>| d.map(|d| seconds(d.as_secs_f64())).unwrap_or_else(|| "–".into());
     for r in recent {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left;white-space:normal;min-width:20em\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td style=\"text-align:left;white-space:normal;min-width:20em\">{}</td></tr>",
             clock(r.at),
             match &r.reason {
                 None => "<span style=\"color:var(--ok)\">ok</span>".to_owned(),
@@ -586,6 +586,8 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
                 .map(|t| t.to_string())
                 .unwrap_or_else(|| "–".into()),
             esc(&r.prompt_bucket),
+            // The whole id, to paste into the trace back end's search.
+            esc(r.trace_id.as_deref().unwrap_or("–")),
             esc(&shorten(r.message.as_deref().unwrap_or(""), 160)),
         );
     }
@@ -664,6 +666,12 @@ mod tests {
         assert_eq!(html.matches("<path").count(), 2, "TTFT and total lines");
         let page = probe_page(&agent, &view, &runs);
         assert_eq!(page.matches("<tr><td>").count(), 20);
+        assert_eq!(
+            page.matches("<td><code>4bf92f3577b34da6a3ce929d0e0e4736</code></td>")
+                .count(),
+            20,
+            "each run's trace id"
+        );
         assert_eq!(page.matches("<th scope=row>").count(), 3);
     }
 

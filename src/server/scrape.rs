@@ -60,8 +60,22 @@ pub(super) enum Ending {
 
 /// The body of a text scrape in `format`, encoded as the connection takes it.
 pub(super) fn body(metrics: Arc<Metrics>, format: TextFormat) -> Body {
-    let (body, _encoder) = stream(metrics, format, SEND_WAIT, LOCKED_WAIT);
+    let (body, _encoder) = stream(metrics, Format::Text(format), SEND_WAIT, LOCKED_WAIT);
     Body::new(body)
+}
+
+/// The body of a protobuf scrape, one `MetricFamily` after the other as the connection
+/// takes them (a family that cannot be encoded ends the answer cut short).
+pub(super) fn protobuf_body(metrics: Arc<Metrics>) -> Body {
+    let (body, _encoder) = stream(metrics, Format::Protobuf, SEND_WAIT, LOCKED_WAIT);
+    Body::new(body)
+}
+
+/// What a scrape is encoded in.
+#[derive(Debug, Clone, Copy)]
+enum Format {
+    Text(TextFormat),
+    Protobuf,
 }
 
 /// The streamed body and the encoder feeding it; `wait`: how long a send may wait once
@@ -69,7 +83,7 @@ pub(super) fn body(metrics: Arc<Metrics>, format: TextFormat) -> Body {
 /// holds them.
 fn stream(
     metrics: Arc<Metrics>,
-    format: TextFormat,
+    format: Format,
     wait: Duration,
     locked_wait: Duration,
 ) -> (Streamed, JoinHandle<Ending>) {
@@ -84,13 +98,21 @@ fn stream(
             wait,
             locked_wait,
             overflow: None,
-            buf: String::new(),
+            buf: Vec::new(),
             ended: Ending::Complete,
         };
-        let written = metrics
-            .write_text(format, &mut out)
-            .and_then(|()| out.send())
-            .and_then(|()| out.drain());
+        let encoded = match format {
+            Format::Text(format) => metrics.write_text(format, &mut out),
+            Format::Protobuf => metrics
+                .write_protobuf(&mut |piece| out.write_bytes(&piece))
+                .map_err(|e| {
+                    if out.ended == Ending::Complete {
+                        tracing::error!(error = %e, "Cannot answer a protobuf scrape.");
+                    }
+                    fmt::Error
+                }),
+        };
+        let written = encoded.and_then(|()| out.send()).and_then(|()| out.drain());
         if written.is_ok() {
             // Before the sender drops: the body reads it when the channel closes.
             done.store(true, Ordering::Release);
@@ -117,7 +139,7 @@ struct Chunks {
     locked_wait: Duration,
     /// The rest of the answer, once the locked wait is spent.
     overflow: Option<VecDeque<Bytes>>,
-    buf: String,
+    buf: Vec<u8>,
     ended: Ending,
 }
 
@@ -183,17 +205,28 @@ impl Chunks {
     }
 }
 
+impl Chunks {
+    /// Appends `bytes`, sending each chunk as it fills: the text encoders write a few
+    /// KiB at a time, the protobuf one a family at a time (cut into chunks here).
+    fn write_bytes(&mut self, mut bytes: &[u8]) -> fmt::Result {
+        while !bytes.is_empty() {
+            if !self.buf.is_empty() && self.buf.len() + bytes.len() > CHUNK {
+                self.send()?;
+            }
+            if self.buf.capacity() == 0 {
+                self.buf.reserve(CHUNK);
+            }
+            let take = bytes.len().min(CHUNK - self.buf.len());
+            self.buf.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Write for Chunks {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        // prometheus-client writes a few KiB at a time, so chunks stay near CHUNK.
-        if self.buf.len() + s.len() > CHUNK {
-            self.send()?;
-        }
-        if self.buf.capacity() == 0 {
-            self.buf.reserve(CHUNK);
-        }
-        self.buf.push_str(s);
-        Ok(())
+        self.write_bytes(s.as_bytes())
     }
 }
 
@@ -254,7 +287,7 @@ mod tests {
             (TextFormat::OpenMetrics, m.render_openmetrics()),
         ] {
             assert!(whole.len() > 8 * CHUNK, "{}", whole.len());
-            let (body, encoder) = stream(m.clone(), format, SEND_WAIT, LOCKED_WAIT);
+            let (body, encoder) = stream(m.clone(), Format::Text(format), SEND_WAIT, LOCKED_WAIT);
             let mut body = Box::pin(body);
             let mut streamed = Vec::new();
             let mut chunks = 0;
@@ -274,7 +307,7 @@ mod tests {
     async fn a_stalled_scraper_is_cut_off_and_releases_the_locks() {
         let m = big();
         let wait = Duration::from_millis(300);
-        let (body, encoder) = stream(m.clone(), TextFormat::Prometheus, wait, LOCKED_WAIT);
+        let (body, encoder) = stream(m.clone(), Format::Text(TextFormat::Prometheus), wait, LOCKED_WAIT);
         // Nobody reads: the encoder fills the channel and waits inside the family.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let writer = {
@@ -312,7 +345,7 @@ mod tests {
         // A send wait of a minute: only the locked wait can let the writer through soon.
         let (body, encoder) = stream(
             m.clone(),
-            TextFormat::Prometheus,
+            Format::Text(TextFormat::Prometheus),
             Duration::from_secs(60),
             LOCKED_WAIT,
         );
@@ -342,7 +375,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_goes_away_stops_the_encoding_at_once() {
         let m = big();
-        let (body, encoder) = stream(m, TextFormat::OpenMetrics, Duration::from_secs(60), LOCKED_WAIT);
+        let (body, encoder) = stream(
+            m,
+            Format::Text(TextFormat::OpenMetrics),
+            Duration::from_secs(60),
+            LOCKED_WAIT,
+        );
         drop(body);
         let started = Instant::now();
         assert_eq!(encoder.await.unwrap(), Ending::Gone);

@@ -10,7 +10,9 @@
 //! Besides the streaming LLM APIs (OpenAI chat, completions and Responses, Anthropic,
 //! Ollama, TGI) it answers Open Inference Protocol inferences and readiness
 //! (`/v2/models/{m}/infer`, `/ready`; `?ready=false` plays a loading model) and
-//! TorchServe-style image uploads (`/predictions/{m}`), with the same faults.
+//! TorchServe-style image uploads (`/predictions/{m}`), with the same faults. A
+//! connection that opens with HTTP/2's preface gets the gRPC services instead
+//! (`grpc`: health and the Open Inference Protocol), with `--grpc-fault`.
 //!
 //! Every option can be overridden per request in the query string, so one simulator can
 //! serve a healthy and a faulty probe at once:
@@ -25,6 +27,7 @@
 
 mod answers;
 mod dialect;
+mod grpc;
 pub mod http1;
 mod stream;
 
@@ -43,6 +46,7 @@ use tokio::time::Instant;
 
 pub use crate::probe::dialect::{Dialect, Reply};
 use answers::Answer;
+pub use grpc::GrpcFault;
 use http1::{read_request, write_json};
 
 /// Scripted behaviour. Defaults look like a small model on a good GPU.
@@ -64,6 +68,9 @@ pub struct Script {
     /// A fault to inject.
     #[arg(long, value_enum)]
     pub fault: Option<Fault>,
+    /// A fault for gRPC calls (the simulator speaks gRPC on the same port, HTTP/2).
+    #[arg(long, value_enum)]
+    pub grpc_fault: Option<GrpcFault>,
     /// Share of requests that get the fault, 0 to 1.
     #[arg(long, default_value_t = 1.0)]
     pub fault_rate: f64,
@@ -80,6 +87,7 @@ impl Default for Script {
             token_gap: Duration::from_millis(20),
             tokens: 32,
             fault: None,
+            grpc_fault: None,
             fault_rate: 1.0,
             seed: 1,
         }
@@ -128,6 +136,8 @@ pub struct SimRecord {
     pub id: u64,
     pub path: String,
     pub fault: Option<Fault>,
+    /// The fault a gRPC call got.
+    pub grpc_fault: Option<GrpcFault>,
     /// The request was fully read.
     pub received: Instant,
     pub headers_written: Option<Instant>,
@@ -142,6 +152,7 @@ impl SimRecord {
             id,
             path: path.to_owned(),
             fault,
+            grpc_fault: None,
             received,
             headers_written: None,
             first_token_written: None,
@@ -159,6 +170,7 @@ impl SimRecord {
             "id": self.id,
             "path": self.path,
             "fault": self.fault.and_then(|f| f.to_possible_value()).map(|v| v.get_name().to_owned()),
+            "grpc_fault": self.grpc_fault.and_then(|f| f.to_possible_value()).map(|v| v.get_name().to_owned()),
             "headers_ms": self.ms(self.headers_written),
             "ttft_ms": self.ms(self.first_token_written),
             "total_ms": self.ms(self.done_written),
@@ -215,7 +227,7 @@ pub fn start(listener: TcpListener, script: Script) -> Simulator {
                 continue;
             };
             let _ = socket.set_nodelay(true);
-            tokio::spawn(serve_connection(socket, shared.clone()));
+            tokio::spawn(route_connection(socket, shared.clone()));
         }
     });
     Simulator { addr, log }
@@ -225,6 +237,23 @@ struct Shared {
     script: Script,
     log: Arc<SimLog>,
     next_id: AtomicU64,
+}
+
+/// HTTP/2 (gRPC) or HTTP/1.1, by the connection's first bytes.
+async fn route_connection(socket: TcpStream, shared: Arc<Shared>) {
+    let mut first = [0u8; grpc::PREFACE.len()];
+    loop {
+        match socket.peek(&mut first).await {
+            Ok(n) if n < first.len() && first[..n] == grpc::PREFACE[..n] && n > 0 => {
+                // A preface arriving in pieces: wait for the rest.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Ok(n) if n == first.len() && first == grpc::PREFACE => {
+                return grpc::serve(socket, shared).await;
+            }
+            _ => return serve_connection(socket, shared).await,
+        }
+    }
 }
 
 async fn serve_connection(mut socket: TcpStream, shared: Arc<Shared>) {
@@ -302,6 +331,7 @@ fn script_for(base: &Script, query: &str) -> Script {
             "token_gap" => s.token_gap = dur().unwrap_or(s.token_gap),
             "tokens" => s.tokens = v.parse().unwrap_or(s.tokens),
             "fault" => s.fault = Fault::from_str(v, true).ok(),
+            "grpc_fault" => s.grpc_fault = GrpcFault::from_str(v, true).ok(),
             "fault_rate" => s.fault_rate = v.parse().unwrap_or(s.fault_rate),
             _ => {}
         }
@@ -309,26 +339,28 @@ fn script_for(base: &Script, query: &str) -> Script {
     s
 }
 
+/// Whether request `id` is one of the `fault_rate` share that gets the script's fault.
+fn drawn(script: &Script, id: u64) -> bool {
+    let draw = (splitmix64(script.seed ^ id.wrapping_mul(0x9e37_79b9)) >> 11) as f64 / (1u64 << 53) as f64;
+    draw < script.fault_rate
+}
+
 /// Whether request `id` gets the script's fault (`fault_rate` of them do), and which one.
 fn draw_fault(script: &Script, id: u64) -> Option<Fault> {
-    let draw = (splitmix64(script.seed ^ id.wrapping_mul(0x9e37_79b9)) >> 11) as f64 / (1u64 << 53) as f64;
-    script
-        .fault
-        .filter(|_| draw < script.fault_rate)
-        .map(|f| match f {
-            Fault::Mixed => {
-                const MIX: [Fault; 6] = [
-                    Fault::Http500,
-                    Fault::Http429,
-                    Fault::Truncate,
-                    Fault::InbandError,
-                    Fault::Garbage,
-                    Fault::Empty,
-                ];
-                MIX[(splitmix64(id ^ script.seed.rotate_left(17)) % MIX.len() as u64) as usize]
-            }
-            f => f,
-        })
+    script.fault.filter(|_| drawn(script, id)).map(|f| match f {
+        Fault::Mixed => {
+            const MIX: [Fault; 6] = [
+                Fault::Http500,
+                Fault::Http429,
+                Fault::Truncate,
+                Fault::InbandError,
+                Fault::Garbage,
+                Fault::Empty,
+            ];
+            MIX[(splitmix64(id ^ script.seed.rotate_left(17)) % MIX.len() as u64) as usize]
+        }
+        f => f,
+    })
 }
 
 /// splitmix64: a tiny, seedable generator for the fault draw.

@@ -130,6 +130,7 @@ impl Store {
             .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         conn.execute_batch(super::history::SCHEMA).map_err(open_err)?;
+        super::history::migrate(&conn).map_err(open_err)?;
         Ok(Store {
             path,
             conn: Mutex::new(conn),

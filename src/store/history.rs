@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -23,7 +23,7 @@ use rusqlite::{Connection, OpenFlags, params, params_from_iter};
 
 use super::StoreError;
 use crate::config::HistoryConfig;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, TokenSource};
 
 /// Runs queued for the writer at most (about 250 bytes each).
 const QUEUE: usize = 16_384;
@@ -80,8 +80,14 @@ pub struct RunRecord {
     pub tpot: Option<Duration>,
     pub total: Option<Duration>,
     pub output_tokens: Option<u64>,
+    /// Token counts' sources (`usage`, `events`, `estimated`); input tokens as counted.
+    pub output_token_source: Option<&'static str>,
+    pub input_tokens: Option<u64>,
+    pub input_token_source: Option<&'static str>,
     pub prompt_bucket: String,
     pub image_bucket: String,
+    /// The W3C trace id the run's requests carried (32 hex digits).
+    pub trace_id: Option<String>,
 }
 
 impl RunRecord {
@@ -103,8 +109,12 @@ impl RunRecord {
             tpot: o.tpot(),
             total: o.total(),
             output_tokens: o.output_tokens,
+            output_token_source: o.token_source.map(TokenSource::as_str),
+            input_tokens: o.input_tokens,
+            input_token_source: o.input_token_source.map(TokenSource::as_str),
             prompt_bucket: o.prompt_bucket.to_owned(),
             image_bucket: o.image_bucket.to_owned(),
+            trace_id: outcome.trace.map(|t| t.trace_id_hex()),
         }
     }
 
@@ -127,8 +137,12 @@ impl RunRecord {
             "tpot_seconds": secs(self.tpot),
             "total_seconds": secs(self.total),
             "output_tokens": self.output_tokens,
+            "output_token_source": self.output_token_source,
+            "input_tokens": self.input_tokens,
+            "input_token_source": self.input_token_source,
             "prompt_bucket": self.prompt_bucket,
             "image_bucket": self.image_bucket,
+            "trace_id": self.trace_id,
         })
     }
 }
@@ -157,7 +171,9 @@ impl crate::stats::Run for RunRecord {
 // Runs are nearly every message: boxing them would cost an allocation per run.
 #[allow(clippy::large_enum_variant)]
 enum Message {
-    Run(RunRecord),
+    /// Boxed: std's bounded channel allocates and touches every slot up front, so
+    /// 16,384 inline records were 4 MB of resident memory even for one idle probe.
+    Run(Box<RunRecord>),
     /// Acknowledged once everything queued before it is committed.
     Flush(SyncSender<()>),
 }
@@ -229,7 +245,7 @@ impl HistoryWriter {
     /// the run is dropped and counted, so the probes keep their schedule.
     pub fn record(&self, run: RunRecord) -> bool {
         let Some(tx) = &self.tx else { return false };
-        match tx.try_send(Message::Run(run)) {
+        match tx.try_send(Message::Run(Box::new(run))) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.stats.dropped.fetch_add(1, Ordering::Relaxed);
@@ -248,6 +264,10 @@ impl HistoryWriter {
         let Some(tx) = &self.tx else { return };
         let (ack, done) = sync_channel(1);
         if tx.send(Message::Flush(ack)).is_ok() {
+            // The writer sleeps through its commit window: wake it so the flush is prompt.
+            if let Some(t) = &self.thread {
+                t.thread().unpark();
+            }
             let _ = done.recv();
         }
     }
@@ -264,6 +284,7 @@ impl HistoryWriter {
     fn stop(&mut self) {
         self.tx = None;
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -280,8 +301,8 @@ struct Writer {
     db: PathBuf,
     limits: Arc<Mutex<HistoryConfig>>,
     stats: Arc<HistoryStats>,
-    /// (probe, location) -> series id.
-    series: HashMap<(String, String), i64>,
+    /// location -> probe -> series id: two levels, so a lookup needs no key built.
+    series: HashMap<String, HashMap<String, i64>>,
     last_error_log: Option<Instant>,
 }
 
@@ -295,18 +316,28 @@ impl Writer {
                 Ok(first) => {
                     // Gather what arrives within the commit window: one transaction per
                     // run costs ~200 us of CPU (WAL frames, locks), one per window a
-                    // fraction of that per run. A flush request ends the window at once.
+                    // fraction of that per run. The thread sleeps through the window and
+                    // takes what is queued when it wakes, rather than waiting on the
+                    // channel: waiting there, every run would wake it (a futex call in
+                    // the fan-out and a context switch here, ~10 % of the agent's CPU at
+                    // 300 runs/s). A flush request unparks it and ends the window at once.
                     let opened = Instant::now();
                     let mut flush = matches!(first, Message::Flush(_));
                     batch.push(first);
                     while batch.len() < BATCH && !flush {
-                        let left = COMMIT_WINDOW.saturating_sub(opened.elapsed());
-                        match rx.recv_timeout(left) {
+                        match rx.try_recv() {
                             Ok(m) => {
                                 flush = matches!(m, Message::Flush(_));
                                 batch.push(m);
                             }
-                            Err(_) => break,
+                            Err(TryRecvError::Empty) => {
+                                let left = COMMIT_WINDOW.saturating_sub(opened.elapsed());
+                                if left.is_zero() {
+                                    break;
+                                }
+                                std::thread::park_timeout(left);
+                            }
+                            Err(TryRecvError::Disconnected) => break,
                         }
                     }
                     self.write(&mut batch);
@@ -326,7 +357,7 @@ impl Writer {
         let mut acks = Vec::new();
         for m in batch.drain(..) {
             match m {
-                Message::Run(r) => runs.push(r),
+                Message::Run(r) => runs.push(*r),
                 Message::Flush(ack) => acks.push(ack),
             }
         }
@@ -357,16 +388,23 @@ impl Writer {
             )?;
             let mut add = tx.prepare_cached(
                 "INSERT INTO runs (series, at_ms, reason, message, status, ttfb_us, ttft_us, tpot_us,
-                                   total_us, tokens, prompt_bucket, image_bucket)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                   total_us, tokens, prompt_bucket, image_bucket,
+                                   tokens_source, input_tokens, input_source, trace_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )?;
             for r in runs {
-                let key = (r.probe.clone(), r.location.clone());
-                let series = match self.series.get(&key) {
+                let known = self
+                    .series
+                    .get(r.location.as_str())
+                    .and_then(|probes| probes.get(r.probe.as_str()));
+                let series = match known {
                     Some(id) => *id,
                     None => {
                         let id: i64 = find.query_row(params![r.probe, r.location], |row| row.get(0))?;
-                        self.series.insert(key, id);
+                        self.series
+                            .entry(r.location.clone())
+                            .or_default()
+                            .insert(r.probe.clone(), id);
                         id
                     }
                 };
@@ -383,6 +421,10 @@ impl Writer {
                     r.output_tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
                     r.prompt_bucket,
                     r.image_bucket,
+                    r.output_token_source,
+                    r.input_tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
+                    r.input_token_source,
+                    r.trace_id,
                 ])?;
             }
         }
@@ -528,6 +570,8 @@ impl Cursor {
 /// The history's reading end: its own read-only connection.
 pub struct HistoryReader {
     conn: Mutex<Connection>,
+    /// [`COLUMNS`] and the columns added since (migrate.rs), NULL where this store lacks them.
+    columns: String,
 }
 
 impl std::fmt::Debug for HistoryReader {
@@ -536,6 +580,7 @@ impl std::fmt::Debug for HistoryReader {
     }
 }
 
+/// The columns of the first release; those added since come after them (migrate.rs).
 const COLUMNS: &str = "s.probe, s.location, r.at_ms, r.reason, r.message, r.status, r.ttfb_us, r.ttft_us,
                        r.tpot_us, r.total_us, r.tokens, r.prompt_bucket, r.image_bucket, r.id";
 
@@ -561,6 +606,12 @@ fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
             .map(|t| u64::try_from(t).unwrap_or(0)),
         prompt_bucket: row.get(11)?,
         image_bucket: row.get(12)?,
+        output_token_source: token_source(row.get(14)?),
+        input_tokens: row
+            .get::<_, Option<i64>>(15)?
+            .map(|t| u64::try_from(t).unwrap_or(0)),
+        input_token_source: token_source(row.get(16)?),
+        trace_id: row.get(17)?,
     })
 }
 
@@ -569,8 +620,13 @@ impl HistoryReader {
     /// agent may be writing.
     pub fn open(db: &Path) -> Result<HistoryReader, StoreError> {
         let conn = open(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        let added = migrate::select_added(&conn).map_err(|source| StoreError::Open {
+            path: db.to_owned(),
+            source,
+        })?;
         Ok(HistoryReader {
             conn: Mutex::new(conn),
+            columns: format!("{COLUMNS}, {added}"),
         })
     }
 
@@ -596,11 +652,11 @@ impl HistoryReader {
         let id_after = args.push(after.id);
         let n = args.push(fetch);
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
              WHERE {}
                AND (r.at_ms > {since_after} OR (r.at_ms = {since_after} AND r.id > {id_after}))
              ORDER BY r.at_ms, r.id LIMIT {n}",
-            args.filter
+            self.columns, args.filter
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params_from_iter(args.values))?;
@@ -659,8 +715,9 @@ impl HistoryReader {
             ids.collect::<Result<_, _>>()?
         };
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
-             WHERE r.series = ?1 AND r.at_ms >= ?2 AND r.at_ms < ?3 ORDER BY r.at_ms, r.id"
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
+             WHERE r.series = ?1 AND r.at_ms >= ?2 AND r.at_ms < ?3 ORDER BY r.at_ms, r.id",
+            self.columns
         );
         for id in series {
             let runs: Vec<RunRecord> = {
@@ -700,8 +757,9 @@ impl HistoryReader {
     pub fn recent(&self, probe: &str, location: &str, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
         let conn = self.conn();
         let sql = format!(
-            "SELECT {COLUMNS} FROM runs r JOIN series s ON s.id = r.series
-             WHERE s.probe = ?1 AND s.location = ?2 ORDER BY r.at_ms DESC, r.id DESC LIMIT ?3"
+            "SELECT {} FROM runs r JOIN series s ON s.id = r.series
+             WHERE s.probe = ?1 AND s.location = ?2 ORDER BY r.at_ms DESC, r.id DESC LIMIT ?3",
+            self.columns
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(
@@ -755,6 +813,15 @@ fn open(db: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// A token source as stored, back to its one static name (an unknown word is none).
+fn token_source(stored: Option<String>) -> Option<&'static str> {
+    let stored = stored?;
+    [TokenSource::Usage, TokenSource::Events, TokenSource::Estimated]
+        .into_iter()
+        .map(TokenSource::as_str)
+        .find(|s| *s == stored)
+}
+
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
@@ -783,196 +850,17 @@ pub(crate) fn sample(probe: &str, at: SystemTime, ok: bool, total_ms: u64) -> Ru
         tpot: None,
         total: Some(Duration::from_millis(total_ms)),
         output_tokens: Some(7),
+        output_token_source: Some("usage"),
+        input_tokens: Some(24),
+        input_token_source: Some("usage"),
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::Store;
+mod tests;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("inferprobe-history-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
-    }
-
-    fn all(q: &RunQuery, reader: &HistoryReader) -> Vec<RunRecord> {
-        let mut out = Vec::new();
-        reader.for_each_series(q, |runs| out.extend(runs)).unwrap();
-        out
-    }
-
-    #[test]
-    fn runs_round_trip_and_page_in_start_order() {
-        let dir = temp_dir("pages");
-        let store = Store::open(&dir).unwrap();
-        let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
-        let now = SystemTime::now();
-        let t0 = now - Duration::from_secs(3600);
-        let mut written = Vec::new();
-        for i in 0..250u64 {
-            let probe = if i % 2 == 0 { "a" } else { "b" };
-            let r = sample(probe, t0 + Duration::from_secs(i * 10), i % 7 != 0, 100 + i);
-            assert!(writer.record(r.clone()));
-            written.push(r);
-        }
-        writer.flush();
-        let reader = HistoryReader::open(store.path()).unwrap();
-        let q = RunQuery {
-            probe: None,
-            location: None,
-            since: t0,
-            until: now,
-        };
-        let mut seen = Vec::new();
-        let mut cursor = None;
-        loop {
-            let page = reader.results(&q, cursor, 100).unwrap();
-            assert!(page.runs.len() <= 100);
-            seen.extend(page.runs);
-            match page.next {
-                Some(c) => cursor = Some(Cursor::decode(&c.encode()).unwrap()),
-                None => break,
-            }
-        }
-        // Stored at millisecond resolution.
-        let ms = |r: &RunRecord| unix_ms(r.at);
-        assert_eq!(seen.len(), 250);
-        for (got, want) in seen.iter().zip(&written) {
-            assert_eq!(ms(got), ms(want));
-            assert_eq!(
-                (&got.probe, &got.reason, got.total, got.ttfb),
-                (&want.probe, &want.reason, want.total, want.ttfb)
-            );
-        }
-        let only_a = RunQuery {
-            probe: Some("a".into()),
-            ..q.clone()
-        };
-        assert_eq!(reader.results(&only_a, None, 1000).unwrap().runs.len(), 125);
-        let window = RunQuery {
-            since: t0 + Duration::from_secs(100),
-            until: t0 + Duration::from_secs(200),
-            ..q.clone()
-        };
-        assert_eq!(reader.results(&window, None, 1000).unwrap().runs.len(), 10);
-        let series = std::cell::RefCell::new(Vec::new());
-        reader
-            .for_each_series(&q, |runs| {
-                series.borrow_mut().push((runs[0].probe.clone(), runs.len()))
-            })
-            .unwrap();
-        assert_eq!(
-            series.into_inner(),
-            [("a".to_owned(), 125), ("b".to_owned(), 125)]
-        );
-        let recent = reader.recent("b", "eu", 3).unwrap();
-        assert_eq!(recent.len(), 3);
-        assert!(recent[0].at > recent[1].at);
-        writer.close();
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn old_runs_expire() {
-        let dir = temp_dir("retention");
-        let store = Store::open(&dir).unwrap();
-        let limits = HistoryConfig {
-            retention: Duration::from_secs(3600),
-            ..HistoryConfig::default()
-        };
-        let writer = HistoryWriter::start_with(store.path(), limits, Duration::from_millis(20)).unwrap();
-        let now = SystemTime::now();
-        for i in 0..100u64 {
-            // Half older than an hour, half newer.
-            writer.record(sample(
-                "a",
-                now - Duration::from_secs(7200) + Duration::from_secs(i * 72),
-                true,
-                100,
-            ));
-        }
-        writer.flush();
-        std::thread::sleep(Duration::from_millis(200));
-        let reader = HistoryReader::open(store.path()).unwrap();
-        let q = RunQuery {
-            probe: None,
-            location: None,
-            since: SystemTime::UNIX_EPOCH,
-            until: now + Duration::from_secs(60),
-        };
-        let left = all(&q, &reader);
-        assert!((49..=51).contains(&left.len()), "{} left", left.len());
-        assert!(
-            left.iter()
-                .all(|r| r.at >= now - Duration::from_secs(3600) - Duration::from_secs(72))
-        );
-        assert!(writer.stats().expired.load(Ordering::Relaxed) >= 49);
-        writer.close();
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn disk_use_stays_bounded_under_a_flood() {
-        let dir = temp_dir("flood");
-        let store = Store::open(&dir).unwrap();
-        let limits = HistoryConfig {
-            retention: Duration::from_secs(30 * 86_400),
-            max_disk_bytes: 16 << 20,
-        };
-        let writer = HistoryWriter::start_with(store.path(), limits, Duration::from_millis(50)).unwrap();
-        let now = SystemTime::now();
-        let mut peak = 0;
-        // ~400,000 runs is about three times what fits in 16 MiB.
-        for i in 0..400_000u64 {
-            let probe = format!("probe-{}", i % 500);
-            let r = sample(
-                &probe,
-                now - Duration::from_secs(400_000 - i),
-                i % 10 != 0,
-                100 + i % 900,
-            );
-            while !writer.record(r.clone()) {
-                // The queue is full: let the writer catch up (a real agent drops instead).
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if i % 50_000 == 0 {
-                peak = peak.max(disk_bytes(store.path()));
-            }
-        }
-        writer.flush();
-        std::thread::sleep(Duration::from_millis(300));
-        writer.flush();
-        peak = peak.max(disk_bytes(store.path()));
-        let db_file = std::fs::metadata(store.path()).unwrap().len();
-        eprintln!("flood: peak {peak} bytes on disk (db+wal), db file {db_file}");
-        // The database itself stays near its bound (a check's worth of rows over at most);
-        // the WAL is capped by journal_size_limit after each checkpoint.
-        assert!(db_file < (16 << 20) * 5 / 4, "db file {db_file}");
-        assert!(peak < (16 << 20) * 5 / 4 + (32 << 20) + (8 << 20), "peak {peak}");
-        let reader = HistoryReader::open(store.path()).unwrap();
-        let q = RunQuery {
-            probe: None,
-            location: None,
-            since: SystemTime::UNIX_EPOCH,
-            until: now + Duration::from_secs(60),
-        };
-        let page = reader.results(&q, None, 1).unwrap();
-        // The oldest runs went first: what is left is the newest.
-        let oldest = page.runs[0].at;
-        assert!(
-            oldest > now - Duration::from_secs(300_000),
-            "oldest kept run is too old"
-        );
-        let newest = reader.recent("probe-499", "eu", 1).unwrap();
-        assert_eq!(unix_ms(newest[0].at), unix_ms(now - Duration::from_secs(1)));
-        writer.close();
-        drop(store);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod migrate;
+pub(super) use migrate::migrate;

@@ -1,0 +1,93 @@
+//! Columns added to `runs` after its first release: a store written by an older agent
+//! gets them when a newer one opens it (`ALTER TABLE ... ADD COLUMN`, cheap in SQLite:
+//! old rows read NULL, nothing is rewritten). New stores get them the same way, so the
+//! list below is the one place a column is added.
+
+use rusqlite::Connection;
+
+/// (column, type) added to `runs`, oldest first. Append only: a released column is never
+/// renamed or dropped, so an older agent can still read a newer store.
+const ADDED_COLUMNS: &[(&str, &str)] = &[
+    // What the probes cost: the output count's source (the `tokens` column is the
+    // output count), and the input tokens with theirs.
+    ("tokens_source", "TEXT"),
+    ("input_tokens", "INTEGER"),
+    ("input_source", "TEXT"),
+    // The run's W3C trace id, 32 hex digits; NULL when the probe does not trace.
+    ("trace_id", "TEXT"),
+];
+
+/// Adds the columns of [`ADDED_COLUMNS`] that `runs` lacks.
+pub(in crate::store) fn migrate(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let have = run_columns(conn)?;
+    for (column, kind) in ADDED_COLUMNS {
+        if !have.iter().any(|h| h == column) {
+            conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} {kind}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// What a reader selects for the added columns, in [`ADDED_COLUMNS`]' order: each
+/// column, or NULL in a store no agent of this version has opened yet (`report` on an old
+/// file opens it read-only and cannot add them).
+pub(in crate::store) fn select_added(conn: &Connection) -> Result<String, rusqlite::Error> {
+    let have = run_columns(conn)?;
+    let selected: Vec<String> = ADDED_COLUMNS
+        .iter()
+        .map(|(column, _)| {
+            if have.iter().any(|h| h == column) {
+                format!("r.{column}")
+            } else {
+                "NULL".to_owned()
+            }
+        })
+        .collect();
+    Ok(selected.join(", "))
+}
+
+fn run_columns(conn: &Connection) -> Result<Vec<String>, rusqlite::Error> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('runs')")?;
+    let names = stmt.query_map([], |r| r.get(0))?;
+    names.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `runs` table as the first release created it.
+    const FIRST_RUNS: &str = "
+        CREATE TABLE series (id INTEGER PRIMARY KEY, probe TEXT NOT NULL, location TEXT NOT NULL,
+                             UNIQUE (probe, location));
+        CREATE TABLE runs (id INTEGER PRIMARY KEY, series INTEGER NOT NULL, at_ms INTEGER NOT NULL,
+            reason TEXT, message TEXT, status INTEGER, ttfb_us INTEGER, ttft_us INTEGER,
+            tpot_us INTEGER, total_us INTEGER, tokens INTEGER, prompt_bucket TEXT NOT NULL,
+            image_bucket TEXT NOT NULL);
+        INSERT INTO series VALUES (1, 'chat', 'eu');
+        INSERT INTO runs (series, at_ms, tokens, prompt_bucket, image_bucket)
+            VALUES (1, 1000, 7, 'short', 'none');";
+
+    #[test]
+    fn an_old_store_gains_the_added_columns_and_keeps_its_runs() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(FIRST_RUNS).unwrap();
+        // Before the migration a reader selects NULL for every added column.
+        assert_eq!(select_added(&conn).unwrap(), "NULL, NULL, NULL, NULL");
+        migrate(&conn).unwrap();
+        assert_eq!(
+            select_added(&conn).unwrap(),
+            "r.tokens_source, r.input_tokens, r.input_source, r.trace_id"
+        );
+        // Twice is the same as once (every open runs it).
+        migrate(&conn).unwrap();
+        let row: (i64, Option<String>, Option<i64>, Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT tokens, tokens_source, input_tokens, input_source, trace_id FROM runs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap();
+        assert_eq!(row, (7, None, None, None, None));
+    }
+}
