@@ -44,11 +44,13 @@ echo "image process: user $uid:$gid, args: $args"
 [ "$uid" != 0 ] || { echo "the image runs as root" >&2; exit 1; }
 
 # `in_image CMD...`: CMD inside the image's root, as its user, with only its environment.
+# Through `exec`: started with `&`, the subshell becomes the process itself, so the pid in
+# `$!` is the one to stop (killing a subshell would leave its child running).
 in_image() {
-  eval "env -i $env chroot --userspec=$uid:$gid \"\$rootfs\" \"\$@\""
+  eval "exec env -i $env chroot --userspec=$uid:$gid \"\$rootfs\" \"\$@\""
 }
 
-in_image /usr/local/bin/inferprobe --version
+(in_image /usr/local/bin/inferprobe --version)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 sim_port=$(free_port)
@@ -65,12 +67,12 @@ probes:
     interval: 1s
     timeout: 900ms
 YAML
-in_image /usr/local/bin/inferprobe check -c /etc/inferprobe/probes.yaml
+(in_image /usr/local/bin/inferprobe check -c /etc/inferprobe/probes.yaml)
 
 in_image /usr/local/bin/inferprobe simulate --listen "127.0.0.1:$sim_port" --ttft 20ms > "$work/simulator.log" 2>&1 &
 pids="$pids $!"
 # The image's own entrypoint and command: `run -c /etc/inferprobe/probes.yaml`.
-eval "env -i $env chroot --userspec=$uid:$gid \"\$rootfs\" $args" > "$work/agent.log" 2>&1 &
+eval "exec env -i $env chroot --userspec=$uid:$gid \"\$rootfs\" $args" > "$work/agent.log" 2>&1 &
 pids="$pids $!"
 
 metrics() { python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:$agent_port/metrics', timeout=2).read().decode())" 2>/dev/null || true; }
