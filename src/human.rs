@@ -115,8 +115,13 @@ pub fn printable_json(json: &str) -> String {
     out
 }
 
+/// Whether [`printable`] would leave `s` as it is.
+pub fn is_printable(s: &str) -> bool {
+    !s.chars().any(|c| is_unsafe(c) || c == '\t')
+}
+
 fn neutralise(s: &str, keep_newlines: bool) -> String {
-    if !s.chars().any(|c| is_unsafe(c) || c == '\t') {
+    if is_printable(s) {
         return s.to_owned();
     }
     let mut out = String::with_capacity(s.len() + 8);

@@ -328,7 +328,7 @@ fn command() -> clap::Command {
 fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(cli.log_format, &cli.log_level);
-    let runtime = match runtime() {
+    let runtime = match runtime(matches!(cli.command, Command::Simulate { .. })) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -377,18 +377,34 @@ fn main() -> ExitCode {
     })
 }
 
-/// Worker threads at most. The agent waits on sockets: 10,000 streaming probes keep ~14 %
-/// of one core busy (BENCHMARKS.md, resources), so more workers buy nothing, while each
-/// costs its stack and, under glibc, its own malloc arena, whose freed memory stays
-/// resident: tokio's default, one per core, would be 64 of them on a 64-core node.
-const MAX_WORKER_THREADS: usize = 4;
+/// The agent's worker threads: one. A run's CPU is a few tenths of a millisecond and
+/// the agent waits on sockets (10,000 streaming probes keep ~14 % of one core busy,
+/// BENCHMARKS.md), while a second worker costs more than it gives: at 100 runs/s two
+/// workers parking and waking each other used 31 % more CPU per run. What could hold
+/// the worker for long (a scrape's encoding, the API's JSON, the status page, history
+/// queries, alert commits) runs on the blocking pool, so a run's timestamps are not
+/// held up: with a scrape and the full probe list every 2 s at 9,000 probes, a 20 ms
+/// stream's TTFT read p99 22.4 ms, as with no scrape at all (BENCHMARKS.md).
+/// `TOKIO_WORKER_THREADS` (tokio's own variable) sets another count.
+const AGENT_WORKER_THREADS: usize = 1;
 
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cores.min(MAX_WORKER_THREADS))
-        .enable_all()
-        .build()
+/// The simulator's worker threads at most: it serves load, so one per core, but
+/// without tokio's default of 64 workers (each with its stack and, under glibc, its own
+/// malloc arena) on a 64-core node.
+const MAX_SIMULATOR_WORKER_THREADS: usize = 4;
+
+fn runtime(simulator: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // tokio reads its own variable unless a count is set here.
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        builder.worker_threads(if simulator {
+            cores.min(MAX_SIMULATOR_WORKER_THREADS)
+        } else {
+            AGENT_WORKER_THREADS
+        });
+    }
+    builder.enable_all().build()
 }
 
 /// For the daemon: --location, else INFERPROBE_LOCATION (clap reads both into `flag`),

@@ -1,5 +1,5 @@
 //! The run history, through the real binary: every finished run reaches the store, a
-//! `kill -9` in the middle of writing loses at most the runs of the writer's 50 ms commit
+//! `kill -9` in the middle of writing loses at most the runs of the writer's 500 ms commit
 //! window and never corrupts the file, a clean stop loses nothing, and `/api/v1/results`
 //! pages through it.
 #![forbid(unsafe_code)]
@@ -118,11 +118,11 @@ fn kill_9_while_writing_loses_at_most_the_batch_in_flight_and_never_corrupts() {
         integrity_ok(&data);
         eprintln!("kill -9 #{round}: {logged} runs logged as finished, {stored} stored");
         // A run is logged after it is handed to the writer, which commits what arrived
-        // within a 50 ms window: only that window's runs can be lost, about 10 at these
-        // 200 runs/s; allow 20.
+        // within a 500 ms window: only that window's runs can be lost, about 100 at these
+        // 200 runs/s; allow 130.
         let lost = logged.saturating_sub(stored);
         worst_loss = worst_loss.max(lost);
-        assert!(lost <= 20, "lost {lost} of {logged} finished runs");
+        assert!(lost <= 130, "lost {lost} of {logged} finished runs");
         // And nothing appears that did not run (a run may be stored just before its
         // log line was written).
         assert!(stored <= logged + 20, "{stored} stored but {logged} logged");

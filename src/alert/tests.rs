@@ -393,16 +393,26 @@ fn the_down_alert_supersedes_the_degraded_one() {
     );
 }
 
+/// Saving alert state is a database write: a probe that only succeeds has nothing to
+/// save, from its first run on, and after an incident the writes stop once it is over.
 #[test]
 fn a_healthy_probe_saves_nothing() {
-    let mut h = Harness::new(alert_config(), slo(Some(500), None));
-    // Until half the SLO window is filled, the degraded alert's good count still grows.
-    h.runs(&[Ok; 10]);
-    for _ in 0..100 {
+    let mut h = Harness::new(alert_config(), slo(Some(2_000), None));
+    let saves = |h: &mut Harness, run: Run| {
         h.now += STEP;
-        let changes = h.alerting.observe(&outcome(&h.probe, Ok, h.now), h.now);
-        assert_eq!(changes, Changes::default());
+        let changes = h.alerting.observe(&outcome(&h.probe, run, h.now), h.now);
+        changes.saved.len()
+    };
+    let fresh: usize = (0..20).map(|_| saves(&mut h, Ok)).sum();
+    assert_eq!(fresh, 0, "a new, healthy probe wrote its state");
+    let down = Fail(FailureReason::Truncated);
+    for _ in 0..3 {
+        assert_eq!(saves(&mut h, down), 1, "a failure streak is saved run by run");
     }
+    let recovering: usize = (0..20).map(|_| saves(&mut h, Ok)).sum();
+    assert!(recovering <= 3, "{recovering} saves while recovering");
+    let after: usize = (0..20).map(|_| saves(&mut h, Ok)).sum();
+    assert_eq!(after, 0, "a recovered probe kept writing its state");
 }
 
 #[test]

@@ -2,10 +2,12 @@
 //! printable) or JSON, on stderr, with the loaded config's secrets removed from every
 //! line.
 
+use std::fmt::Write as _;
+
 use clap::ValueEnum;
 
 use inferprobe::config::Config;
-use inferprobe::human::printable;
+use inferprobe::human::{is_printable, printable};
 use inferprobe::redact::Redactor;
 
 /// `--log-format`.
@@ -70,13 +72,28 @@ impl tracing::field::Visit for PrintableVisitor<'_> {
         if self.result.is_err() || field.name().starts_with("log.") {
             return;
         }
-        let value = printable(&format!("{value:?}"));
         let sep = if std::mem::take(&mut self.first) { "" } else { " " };
         self.result = if field.name() == "message" {
-            write!(self.writer, "{sep}{value}")
+            self.writer.write_str(sep)
         } else {
-            write!(self.writer, "{sep}{}={value}", field.name())
-        };
+            write!(self.writer, "{sep}{}=", field.name())
+        }
+        .and_then(|()| write!(Printable(&mut self.writer), "{value:?}"));
+    }
+}
+
+/// Writes through what it is given made printable (as [`printable`]; it treats each
+/// character on its own, so piece by piece is the same as whole), without building
+/// each value as a string first: there is a log line per run.
+struct Printable<'a, W>(&'a mut W);
+
+impl<W: std::fmt::Write> std::fmt::Write for Printable<'_, W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if is_printable(s) {
+            self.0.write_str(s)
+        } else {
+            self.0.write_str(&printable(s))
+        }
     }
 }
 
@@ -109,13 +126,16 @@ impl std::io::Write for RedactingStderr {
 
 impl Drop for RedactingStderr {
     fn drop(&mut self) {
+        let secrets = LOG_SECRETS
+            .read()
+            .ok()
+            .and_then(|s| s.clone())
+            .filter(|r| !r.is_empty());
         let text = String::from_utf8_lossy(&self.0);
-        let secrets = LOG_SECRETS.read().ok().and_then(|s| s.clone());
-        let line = match secrets {
-            Some(r) => r.clean(&text),
-            None => text.into_owned(),
+        let _ = match secrets {
+            Some(r) => std::io::Write::write_all(&mut std::io::stderr(), r.clean(&text).as_bytes()),
+            None => std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes()),
         };
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
 }
 

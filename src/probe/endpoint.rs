@@ -40,7 +40,10 @@ impl Endpoint {
         roots: &TlsRoots,
         base: &[(http::HeaderName, &'static str)],
     ) -> Result<Self, crate::net::TlsSetupError> {
-        let mut headers = http::HeaderMap::new();
+        // Sized to what a request holds (user agent, the protocol's, Basic auth, the
+        // user's, and the run's `traceparent`): a map grown from empty reserves room for
+        // six (~650 bytes a probe, 6 MB at 10,000 probes).
+        let mut headers = http::HeaderMap::with_capacity(1 + base.len() + 1 + config.headers.len() + 1);
         headers.insert(
             http::header::USER_AGENT,
             http::HeaderValue::from_static(concat!("inferprobe/", env!("CARGO_PKG_VERSION"))),
