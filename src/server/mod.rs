@@ -351,7 +351,12 @@ async fn status_page(State(s): State<ServerState>) -> Response {
             }
         }
     };
-    Html(page::index(&board.0, &board.1)).into_response()
+    // Rendered off the worker and sent in pieces, as the probe list (see `paced`): at
+    // 10,000 probes the page is megabytes of HTML.
+    match tokio::task::spawn_blocking(move || page::index(&board.0, &board.1)).await {
+        Ok(html) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], paced(html)).into_response(),
+        Err(e) => internal(&e.to_string()),
+    }
 }
 
 async fn probe_page(State(s): State<ServerState>, Path(name): Path<String>) -> Response {
