@@ -1,15 +1,15 @@
 #!/bin/bash
 # Whether the agent's other work delays a run's timestamps: 4 `openai_chat` probes every
 # second against `inferprobe simulate --ttft 20ms` beside N `http` probes on a 30 s
-# interval (N / 30 runs a second), while a client fetches /metrics and /api/v1/probes
-# every SCRAPE_S seconds (0: never). Prints the chat probes' reported TTFT: p50, p90, p99
+# interval (N / 30 runs a second), while a client fetches /metrics, /api/v1/probes and
+# the status page every SCRAPE_S seconds (0: never). Prints the chat probes' reported TTFT: p50, p90, p99
 # and max over every run in SECONDS. The stream's first token is written 20 ms after the
 # request (plus the simulator's own ~1 ms), so anything far past ~22 ms is time the run
 # waited for the agent's thread, not the endpoint.
 #
 #   benches/ttft_under_load.sh AGENT_BIN [N, default 9000] [SECONDS, default 60]
 #
-# Environment: SCRAPE_S (2), NO_API=1 to fetch /metrics only, SIM_BIN (the simulator,
+# Environment: SCRAPE_S (2), NO_API=1 to fetch /metrics only (no probe list or page), SIM_BIN (the simulator,
 # default AGENT_BIN), TOKIO_WORKER_THREADS (passed to the agent).
 set -eu
 agent=$1; n=${2:-9000}; secs=${3:-60}
@@ -43,7 +43,10 @@ if [ "$scrape_s" != 0 ]; then
   (
     while kill -0 "$apid" 2>/dev/null; do
       curl -s -o /dev/null "http://127.0.0.1:$ap/metrics"
-      [ -n "${NO_API:-}" ] || curl -s -o /dev/null "http://127.0.0.1:$ap/api/v1/probes"
+      if [ -z "${NO_API:-}" ]; then
+        curl -s -o /dev/null "http://127.0.0.1:$ap/api/v1/probes"
+        curl -s -o /dev/null "http://127.0.0.1:$ap/"
+      fi
       sleep "$scrape_s"
     done
   ) &
