@@ -202,8 +202,8 @@ struct Track {
     /// Good runs in a row while the alert fires, toward resolving it (capped at the
     /// success threshold); 0 otherwise, where nothing reads it. So a healthy probe's
     /// state never changes and nothing is written for it, not even for its first runs
-    /// (at start-up that was a write per probe per run, ~20 % of the agent's CPU for
-    /// 3,000 new probes' first minute).
+    /// (that was a write per new probe per run: 5.5 % of the agent's CPU in the first
+    /// minute of 3,000 new probes, BENCHMARKS.md).
     good: u32,
     bad_since: Option<SystemTime>,
     /// The last good run before this bad streak.
