@@ -1,7 +1,7 @@
 //! Schedule start deviation: 1,000 probes on a 30 s interval, run for 70 s so every probe
 //! runs at least twice, against a fast simulated endpoint.
 //!
-//! Each probe runs under `schedule::run_loop`, exactly as in the daemon, in a
+//! The probes run on one `schedule::Scheduler`, exactly as in the daemon, in a
 //! multi-threaded tokio runtime like the daemon's. `Outcome.schedule_lag` is how late a
 //! run started after its grid tick. The bench also computes, from each probe's grid
 //! offset (`schedule::first_tick_delay`), which ticks fell inside the window and checks
@@ -22,12 +22,11 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use inferprobe::config;
 use inferprobe::probe::{BuildContext, ReadyProbe};
-use inferprobe::schedule::{self, RunEvent};
+use inferprobe::schedule::{self, RunEvent, Scheduler};
 
 use common::{ChildGuard, f, summarize};
 
@@ -147,29 +146,27 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
         }
         reports
     });
-    let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let scheduler = Scheduler::start(tx, tracker.clone());
     let t0 = Instant::now();
     let mut spawned = Vec::with_capacity(PROBES);
+    let mut handles = Vec::with_capacity(PROBES);
     for p in &probes {
         spawned.push(Spawned {
             at: Instant::now(),
             since_epoch: SystemTime::now().duration_since(UNIX_EPOCH).expect("clock"),
         });
-        tokio::spawn(schedule::run_loop(
+        handles.push(scheduler.add(
             p.clone(),
             p.config.schedule.clone(),
-            tx.clone(),
-            cancel.clone(),
-            tracker.clone(),
             Arc::new(AtomicBool::new(false)),
         ));
     }
-    drop(tx);
     let spawn_time = t0.elapsed();
     tokio::time::sleep_until((t0 + duration).into()).await;
     let cancelled_at = Instant::now();
-    cancel.cancel();
+    scheduler.stop_all();
+    drop(scheduler);
     tracker.close();
     let drained = tokio::time::timeout(Duration::from_secs(10), tracker.wait())
         .await

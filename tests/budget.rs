@@ -12,11 +12,10 @@ use std::time::Duration;
 
 use inferprobe::outcome::TokenSource;
 use inferprobe::schedule::budget::PaceChange;
-use inferprobe::schedule::{self, RunEvent};
+use inferprobe::schedule::{RunEvent, Scheduler};
 use inferprobe::simulate::Script;
 use support::*;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -29,20 +28,13 @@ async fn over_its_budget_a_probe_warns_once_and_runs_at_the_stretched_interval()
         sim.addr
     ));
     let (tx, mut rx) = mpsc::channel(100);
-    let (cancel, tracker) = (CancellationToken::new(), TaskTracker::new());
+    let tracker = TaskTracker::new();
+    let scheduler = Scheduler::start(tx, tracker.clone());
     let schedule = probe.config.schedule.clone();
-    let task = tokio::spawn(schedule::run_loop(
-        Arc::new(probe),
-        schedule,
-        tx,
-        cancel.clone(),
-        tracker.clone(),
-        Arc::default(),
-    ));
+    let _probe = scheduler.add(Arc::new(probe), schedule, Arc::default());
     // Unpaced, about nine runs.
     tokio::time::sleep(Duration::from_secs(9)).await;
-    cancel.cancel();
-    task.await.unwrap();
+    scheduler.stop_all();
     tracker.close();
     tracker.wait().await;
     // The last run's events are sent after it is tracked as done: let them arrive.

@@ -1,11 +1,11 @@
 //! The running daemon: [`Agent`] wires the modules together. It owns the outcome
-//! channel, one scheduler task per probe, the fan-out loop, paging, the remote_write
+//! channel, the scheduler (one timer for every probe), the fan-out loop, paging, the remote_write
 //! pusher and the HTTP server; it applies reloads (build everything first, then swap)
 //! and drains runs in flight on shutdown.
 //!
 //! - mod.rs: `Agent`: start, apply (diff, build, swap), shutdown.
-//! - task.rs: the one handle on a task started from config (probe loops, the pusher,
-//!   delivery loops): compare the config, cancel the old task, start the new one, hand over.
+//! - task.rs: the one handle on a task started from config (the pusher, delivery
+//!   loops): compare the config, cancel the old task, start the new one, hand over.
 //! - fanout.rs: the single consumer of the scheduler's events, and `log_outcome`.
 //! - paging.rs: the alert state machine wired to the store and the delivery loops.
 //!
@@ -32,9 +32,9 @@ use crate::outcome::ProbeIdentity;
 use crate::probe::ReadyProbe;
 use crate::probe::{BuildContext, BuildError};
 use crate::push::Pusher;
-use crate::schedule::RunEvent;
+use crate::schedule::{Scheduled, Scheduler};
+use crate::server;
 use crate::store::{HistoryReader, HistoryWriter, Latest, Store, StoreError};
-use crate::{schedule, server};
 
 mod fanout;
 mod paging;
@@ -42,7 +42,7 @@ mod task;
 
 use fanout::{Current, fan_out};
 use paging::Paging;
-use task::{Running, Tasks};
+use task::Running;
 
 /// How long a finished run may take to reach the history (queue and group commit), with
 /// a wide margin.
@@ -106,8 +106,10 @@ pub struct Agent {
     instance: String,
     location: String,
     build: BuildContext,
-    events: mpsc::Sender<RunEvent>,
-    probes: Tasks<BuiltFrom, ProbeLoop>,
+    scheduler: Scheduler<ReadyProbe>,
+    /// The probes on the scheduler's grid, by name; each handle holds the built probe,
+    /// whose config a reload compares with the new one (kept once, not beside a copy).
+    probes: HashMap<String, Scheduled<ReadyProbe>>,
     current: Current,
     /// Runs in flight, so shutdown can wait for them.
     runs: TaskTracker,
@@ -149,6 +151,7 @@ impl Agent {
         let instance = default_api_base(listener.local_addr().ok()).replace("http://", "");
         let paging = Arc::new(Paging::open(store, &location, &api_base, metrics.clone())?);
         let (tx, rx) = mpsc::channel(4096);
+        let runs = TaskTracker::new();
         let current = Current::default();
         let spans = Arc::new(crate::otlp::Spans::default());
         let fanout = tokio::spawn(fan_out(
@@ -188,10 +191,10 @@ impl Agent {
             instance,
             location,
             build: BuildContext::new(),
-            events: tx,
-            probes: Tasks::default(),
+            scheduler: Scheduler::start(tx, runs.clone()),
+            probes: HashMap::new(),
             current,
-            runs: TaskTracker::new(),
+            runs,
             fanout,
             server,
             server_shutdown,
@@ -223,7 +226,7 @@ impl Agent {
         let mut to_build = Vec::new();
         for p in &config.probes {
             match self.probes.get(&p.name) {
-                Some(r) if r.runs(p) => summary.unchanged += 1,
+                Some(s) if s.runner().built_from(p) => summary.unchanged += 1,
                 existing => {
                     if existing.is_some() {
                         summary.changed += 1;
@@ -237,7 +240,7 @@ impl Agent {
         let wanted: HashSet<&str> = config.probes.iter().map(|p| p.name.as_str()).collect();
         summary.removed = self
             .probes
-            .names()
+            .keys()
             .filter(|n| !wanted.contains(n.as_str()))
             .count();
         Diff { summary, to_build }
@@ -245,7 +248,7 @@ impl Agent {
 
     /// Builds the probes in `to_build`, every receiver and, when it is new or changed,
     /// the remote_write pusher; nothing running changes.
-    fn build(&mut self, config: &Config, to_build: &[&ProbeConfig]) -> Result<Built, AgentError> {
+    fn build(&mut self, config: &Config, to_build: &[&Arc<ProbeConfig>]) -> Result<Built, AgentError> {
         // Re-read the trust store and CA files: a reload is how rotated CAs take effect.
         self.build.roots = TlsRoots::system();
         // The new config's secrets are in force while it is built (shown endpoints use
@@ -302,12 +305,19 @@ impl Agent {
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
         // passes to the replacement so old and new runs never overlap.
-        let wanted: HashMap<&str, &ProbeConfig> =
+        let wanted: HashMap<&str, &Arc<ProbeConfig>> =
             config.probes.iter().map(|p| (p.name.as_str(), p)).collect();
-        let mut stopped = self
+        let mut stopped: HashMap<String, Scheduled<ReadyProbe>> = self
             .probes
-            .stop_unless(|name, r| wanted.get(name).is_some_and(|p| r.runs(p)));
-        let retired: Vec<Arc<ProbeIdentity>> = stopped.values().map(|s| s.shared.identity.clone()).collect();
+            .extract_if(|name, s| {
+                !wanted
+                    .get(name.as_str())
+                    .is_some_and(|p| s.runner().built_from(p))
+            })
+            .inspect(|(_, s)| s.stop())
+            .collect();
+        let retired: Vec<Arc<ProbeIdentity>> =
+            stopped.values().map(|s| s.runner().identity.clone()).collect();
         let added: Vec<Arc<ProbeIdentity>> = built.probes.iter().map(|p| p.identity.clone()).collect();
         // Everything that consumes outcomes learns the new probes before their loops
         // start: a probe whose first tick is due at once would otherwise finish a run
@@ -315,7 +325,7 @@ impl Agent {
         *self.current.write().expect("current lock") = self
             .probes
             .iter()
-            .map(|(name, r)| (name.clone(), r.shared.identity.clone()))
+            .map(|(name, s)| (name.clone(), s.runner().identity.clone()))
             .chain(
                 built
                     .probes
@@ -336,7 +346,7 @@ impl Agent {
         for probe in built.probes {
             let busy = stopped
                 .remove(&probe.config.name)
-                .map(|s| s.shared.busy)
+                .map(|s| s.busy().clone())
                 .unwrap_or_default();
             self.start_probe(probe, busy);
         }
@@ -356,7 +366,7 @@ impl Agent {
         if task::runs_as(self.push.as_ref(), wanted) {
             return;
         }
-        let previous = self.push.take().map(|old| old.stop().task);
+        let previous = self.push.take().map(|old| old.stop());
         self.push = wanted
             .zip(pusher)
             .map(|(rw, pusher)| Running::spawn(rw.clone(), (), |cancel| pusher.run(cancel, previous)));
@@ -365,21 +375,14 @@ impl Agent {
     fn start_probe(&mut self, probe: Arc<ReadyProbe>, busy: Arc<AtomicBool>) {
         let name = probe.config.name.clone();
         let schedule = probe.config.schedule.clone();
-        let shared = ProbeLoop {
-            identity: probe.identity.clone(),
-            busy: busy.clone(),
-        };
-        let (events, runs) = (self.events.clone(), self.runs.clone());
-        let running = Running::spawn(BuiltFrom(probe.clone()), shared, |cancel| {
-            schedule::run_loop(probe, schedule, events, cancel, runs, busy)
-        });
-        self.probes.insert(name, running);
+        let scheduled = self.scheduler.add(probe, schedule, busy);
+        self.probes.insert(name, scheduled);
     }
 
     /// Stops scheduling, waits up to `drain` for runs in flight (their outcomes are
     /// still recorded), then stops the server. Returns whether every run finished.
     pub async fn shutdown(self, drain: Duration) -> bool {
-        self.probes.cancel_all();
+        self.scheduler.stop_all();
         self.runs.close();
         let started = tokio::time::Instant::now();
         let drained = tokio::time::timeout(drain, self.runs.wait()).await.is_ok();
@@ -389,8 +392,9 @@ impl Agent {
                 "Drain deadline passed: these runs were still running and are abandoned."
             );
         }
-        drop(self.events);
-        // The fan-out loop ends once every sender (loops, and finished runs handing over
+        // The timer's task ends with the scheduler, and its sender with it.
+        drop(self.scheduler);
+        // The fan-out loop ends once every sender (the timer, and finished runs handing over
         // their outcomes) is gone; it gets what is left of the deadline, at least 2 s.
         let left = drain
             .saturating_sub(started.elapsed())
@@ -413,7 +417,7 @@ impl Agent {
         if let Some(push) = self.push {
             // Its last push: what the runs just drained left in the metrics.
             let push = push.stop();
-            let _ = tokio::time::timeout(Duration::from_secs(6), push.task).await;
+            let _ = tokio::time::timeout(Duration::from_secs(6), push).await;
         }
         self.server_shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), self.server).await;
@@ -438,29 +442,11 @@ pub fn default_api_base(addr: Option<SocketAddr>) -> String {
     format!("http://{host}:{}", addr.port())
 }
 
-/// What a probe's loop was started from: the built probe, whose config a reload compares
-/// with the new one. A copy of the `ProbeConfig` (~1 KB with its strings) would
-/// otherwise sit beside the built probe's own, 10 MB at 10,000 probes.
-struct BuiltFrom(Arc<ReadyProbe>);
-
-impl PartialEq<ProbeConfig> for BuiltFrom {
-    fn eq(&self, config: &ProbeConfig) -> bool {
-        self.0.config == *config
-    }
-}
-
-/// What a probe's scheduler loop shares with the agent.
-struct ProbeLoop {
-    identity: Arc<ProbeIdentity>,
-    /// Set while a run is in flight; a changed probe's replacement takes it over.
-    busy: Arc<AtomicBool>,
-}
-
 /// What a reload changes, decided before anything is built.
 struct Diff<'a> {
     summary: ReloadSummary,
     /// New and changed probes, in file order.
-    to_build: Vec<&'a ProbeConfig>,
+    to_build: Vec<&'a Arc<ProbeConfig>>,
 }
 
 /// Everything a config needs that is not running yet.

@@ -154,7 +154,7 @@ impl Paging {
                 }
                 let wake = Arc::new(Notify::new());
                 let config = receiver.config.clone();
-                let previous = replaced.remove(receiver.name()).map(|old| old.task);
+                let previous = replaced.remove(receiver.name());
                 let outbox = Outbox {
                     store: self.store.clone(),
                     metrics: self.metrics.clone(),

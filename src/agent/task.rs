@@ -1,9 +1,8 @@
-//! The one handle on a task started from a piece of config: the scheduler loop of each
-//! probe, the remote_write pusher, the delivery loop of each receiver. A reload compares
-//! the config a task was started from with the new one; a task whose config changed or
-//! went is cancelled, and what it leaves ([`Stopped`]) is handed to its successor, so
-//! old and new never overlap (the successor waits for the old task, or shares its busy
-//! flag).
+//! The one handle on a task started from a piece of config: the remote_write pusher,
+//! the delivery loop of each receiver. A reload compares the config a task was started
+//! from with the new one; a task whose config changed or went is cancelled, and its
+//! handle is given to its successor, which waits for it, so old and new never overlap.
+//! (Probes are not tasks: they are entries on the scheduler's one timer.)
 //!
 //! May import: nothing of the crate (tokio only).
 
@@ -15,17 +14,10 @@ use tokio_util::sync::CancellationToken;
 /// A running task, with the config it was started from.
 pub(super) struct Running<C, S = ()> {
     config: C,
-    /// What the agent and the task share (a probe's busy flag, a receiver's wake-up).
+    /// What the agent and the task share (a receiver's wake-up).
     pub(super) shared: S,
     cancel: CancellationToken,
     task: JoinHandle<()>,
-}
-
-/// What a cancelled task leaves to its successor.
-pub(super) struct Stopped<S> {
-    /// The task, which may still be finishing what it was doing (a send, a push).
-    pub(super) task: JoinHandle<()>,
-    pub(super) shared: S,
 }
 
 impl<C, S> Running<C, S> {
@@ -45,11 +37,9 @@ impl<C, S> Running<C, S> {
     }
 
     /// Whether it was started from `config`, so a reload leaves it alone.
-    /// `C` may be a handle on what was built from the config (a probe's), compared
-    /// with the new config through `PartialEq<Q>`, so the config is not kept twice.
-    pub(super) fn runs<Q>(&self, config: &Q) -> bool
+    pub(super) fn runs(&self, config: &C) -> bool
     where
-        C: PartialEq<Q>,
+        C: PartialEq,
     {
         self.config == *config
     }
@@ -58,13 +48,11 @@ impl<C, S> Running<C, S> {
         self.cancel.cancel();
     }
 
-    /// Cancels it, handing over what its successor needs.
-    pub(super) fn stop(self) -> Stopped<S> {
+    /// Cancels it, handing over the task, which may still be finishing what it was
+    /// doing (a send, a push): its successor waits for it.
+    pub(super) fn stop(self) -> JoinHandle<()> {
         self.cancel.cancel();
-        Stopped {
-            task: self.task,
-            shared: self.shared,
-        }
+        self.task
     }
 }
 
@@ -78,7 +66,7 @@ pub(super) fn runs_as<C: PartialEq, S>(slot: Option<&Running<C, S>>, wanted: Opt
     }
 }
 
-/// Tasks by name: one per probe, one per receiver.
+/// Tasks by name: one per receiver.
 pub(super) struct Tasks<C, S> {
     by_name: HashMap<String, Running<C, S>>,
 }
@@ -93,11 +81,11 @@ impl<C, S> Default for Tasks<C, S> {
 
 impl<C, S> Tasks<C, S> {
     /// Stops every task `keep` refuses (its config changed, or it is no longer
-    /// configured) and returns, by name, what each leaves to a successor.
+    /// configured) and returns, by name, the stopped tasks for their successors.
     pub(super) fn stop_unless(
         &mut self,
         mut keep: impl FnMut(&str, &Running<C, S>) -> bool,
-    ) -> HashMap<String, Stopped<S>> {
+    ) -> HashMap<String, JoinHandle<()>> {
         self.by_name
             .extract_if(|name, running| !keep(name, running))
             .map(|(name, running)| (name, running.stop()))
@@ -116,16 +104,8 @@ impl<C, S> Tasks<C, S> {
         self.by_name.contains_key(name)
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.by_name.len()
-    }
-
     pub(super) fn names(&self) -> impl Iterator<Item = &String> {
         self.by_name.keys()
-    }
-
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&String, &Running<C, S>)> {
-        self.by_name.iter()
     }
 
     /// Cancels every task (at shutdown); none is waited for.
@@ -155,11 +135,10 @@ mod tests {
         let mut stopped = tasks.stop_unless(|name, r| wanted.get(name).is_some_and(|c| r.runs(c)));
         assert_eq!(tasks.names().collect::<Vec<_>>(), ["same"]);
         assert!(!tasks.get("same").unwrap().task.is_finished());
-        let changed = stopped.remove("changed").unwrap();
-        assert_eq!(changed.shared, "changed's");
+        assert_eq!(tasks.get("same").unwrap().shared, "same's");
         // Cancelled: the task ends by itself, so a successor waiting for it goes on.
-        changed.task.await.unwrap();
-        stopped.remove("removed").unwrap().task.await.unwrap();
+        stopped.remove("changed").unwrap().await.unwrap();
+        stopped.remove("removed").unwrap().await.unwrap();
         assert!(stopped.is_empty());
     }
 

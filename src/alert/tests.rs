@@ -81,7 +81,13 @@ fn alert_config() -> AlertConfig {
 }
 
 fn rules(alert: AlertConfig, slo: Slo) -> HashMap<String, Rules> {
-    HashMap::from([("chat".to_owned(), Rules { alert, slo })])
+    HashMap::from([(
+        "chat".to_owned(),
+        Rules {
+            alert: Arc::new(alert),
+            slo: Arc::new(slo),
+        },
+    )])
 }
 
 /// A state machine and a clock that moves one interval per run.

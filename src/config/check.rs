@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_yaml::Value;
@@ -53,6 +54,8 @@ pub(crate) struct Checker<'a> {
     /// Problems not said because their key was settled: a value with one is no better
     /// for it (see [`Checker::passes`]).
     pub(super) unsaid: usize,
+    /// Sections equal between probes, held once.
+    pub(super) sections: super::sharing::Sections,
 }
 
 /// What stands in for a required key that is missing, tried in turn until the section
@@ -376,7 +379,7 @@ impl Checker<'_> {
             // Checked even after a problem in the section (the file is refused anyway,
             // and the key that had it is settled), so that every problem shows in one pass.
             if let Some(p) = self.check_probe(raw, kind_known, &prefix, defaults.as_ref(), &receiver_names) {
-                out.push(p);
+                out.push(Arc::new(p));
             }
         }
         Some(Config {

@@ -27,6 +27,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_yaml::Value;
@@ -58,6 +59,7 @@ pub(crate) use probe::{Key, SpecKeys};
 mod raw;
 pub use raw::MetricsDetail;
 mod remote_write;
+mod sharing;
 pub use remote_write::RemoteWriteConfig;
 mod tracing;
 pub use tracing::{TraceConfig, TracingConfig};
@@ -123,7 +125,8 @@ pub const RESERVED_LABELS: &[&str] = &[
 pub struct Config {
     pub agent: AgentConfig,
     pub receivers: Vec<ReceiverConfig>,
-    pub probes: Vec<ProbeConfig>,
+    /// Shared with the probes built from them: the running agent holds each once.
+    pub probes: Vec<Arc<ProbeConfig>>,
     /// Probes of the file that other shards run (`--shard`): not ours, but not gone.
     pub other_shards: Vec<String>,
     /// Allowed but risky settings, positioned like errors.
@@ -285,19 +288,21 @@ pub struct ProbeConfig {
     /// (the check builds both from the same `kind:`); the three OpenAI kinds share one,
     /// and `kind` says which API.
     pub spec: KindSpec,
-    pub expect: Expect,
+    /// This and the other sections probes mostly share (`tls`, `alert`, `slo`, `cost`)
+    /// are held once for all probes with equal ones (sharing.rs).
+    pub expect: Arc<Expect>,
     /// Sorted by key.
     pub labels: Vec<(String, String)>,
     pub reuse_connections: bool,
     pub max_response_bytes: u64,
-    pub tls: TlsConfig,
-    pub alert: AlertConfig,
-    pub slo: Slo,
+    pub tls: Arc<TlsConfig>,
+    pub alert: Arc<AlertConfig>,
+    pub slo: Arc<Slo>,
     /// Which series the probe exposes: its own `metrics.detail`, else `defaults`', else
     /// the agent's.
     pub metrics: MetricsDetail,
     /// LLM kinds: what its tokens cost (its own `cost`, over `defaults.cost`).
-    pub cost: Option<Cost>,
+    pub cost: Option<Arc<Cost>>,
     /// LLM kinds on an interval: its daily token budget.
     pub budget: Option<TokenBudget>,
     /// `trace`: the W3C `traceparent` each run sends (on unless turned off).
@@ -397,6 +402,7 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         settled: Default::default(),
         settled_lists: Default::default(),
         unsaid: 0,
+        sections: Default::default(),
     };
     // Bounds before any YAML parser runs: see nesting.rs for why.
     let limit = |line, column, message: String| {
@@ -450,8 +456,6 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
         cx.warnings.sort_by_key(|a| (a.line, a.column));
         config.warnings = cx.warnings;
         config.secrets = cx.substituted.into_iter().map(Secret::new).collect();
-        // Grown by doubling while checked: up to twice the probes' ~900 bytes each.
-        config.probes.shrink_to_fit();
         Ok(config)
     } else {
         cx.errors.sort_by_key(|a| (a.line, a.column));

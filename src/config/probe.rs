@@ -181,22 +181,22 @@ impl Checker<'_> {
             first_token_timeout: first_token_timeout?,
             headers,
             spec: spec?,
-            expect,
+            expect: self.sections.expect.share(expect),
             labels: labels.into_iter().collect(),
             reuse_connections: raw
                 .reuse_connections
                 .or(defaults.map(|d| d.reuse_connections))
                 .unwrap_or(false),
             max_response_bytes,
-            tls,
-            alert: alert?,
-            slo: slo?,
+            tls: self.sections.tls.share(tls),
+            alert: self.sections.alert.share(alert?),
+            slo: self.sections.slo.share(slo?),
             metrics: raw
                 .metrics
                 .and_then(|m| m.detail)
                 .or(defaults.and_then(|d| d.metrics))
                 .unwrap_or_default(),
-            cost,
+            cost: cost.map(|c| self.sections.cost.share(c)),
             budget,
             trace,
         })

@@ -297,7 +297,7 @@ impl Collector for ProbeFamilies {
 pub(super) fn has_exemplars(probes: &[Arc<ProbeSeries>], family: usize) -> bool {
     probes.iter().any(|p| {
         each_series(family, &p.state(), &mut |_, v| match v {
-            Value::Slo(h) if h.exemplars.is_some() => Err(fmt::Error),
+            Value::Slo(h) if h.has_exemplars() => Err(fmt::Error),
             _ => Ok(()),
         })
         .is_err()
@@ -349,20 +349,16 @@ pub(super) fn write_openmetrics_slo<W: Write>(
                     float.format(bound).to_owned()
                 };
                 write!(line, "{name}_bucket{{le=\"{le}\",{label_text}}} {cumulative}")?;
-                if let Some(x) = h.exemplars.as_ref().and_then(|e| e[i].as_ref()) {
+                if let Some(x) = h.exemplar(i) {
                     line.push_str(" # {trace_id=\"");
                     for byte in x.trace_id {
                         write!(line, "{byte:02x}")?;
                     }
-                    let at =
-                        x.at.duration_since(std::time::UNIX_EPOCH)
-                            .unwrap_or_default()
-                            .as_secs_f64();
                     write!(
                         line,
                         "\"}} {} {}",
                         float.format(x.value),
-                        dtoa::Buffer::new().format(at)
+                        dtoa::Buffer::new().format(x.at)
                     )?;
                 }
                 line.push('\n');

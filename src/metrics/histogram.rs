@@ -7,7 +7,7 @@
 //! bucket `k` at schema `s` holds (2^((k-1)/2^s), 2^(k/2^s)]; past the bucket limit the
 //! zero bucket widens first (up to a bound), then the schema drops by one, merging pairs.
 
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One classic histogram: per-bucket (not cumulative) counts, `+Inf` last.
 #[derive(Debug, Clone)]
@@ -262,12 +262,14 @@ fn upper_bound(schema: i8, key: i32) -> f64 {
 }
 
 /// TTFT or total: classic buckets, a native histogram, and per classic bucket the last
-/// run's trace id (OpenMetrics exemplars), allocated with the first traced run.
+/// run's trace id (OpenMetrics exemplars).
 #[derive(Debug, Clone)]
 pub(super) struct SloHistogram {
     pub classic: Classic,
     pub native: Native,
-    pub exemplars: Option<Box<[Option<Exemplar>]>>,
+    /// Only for the buckets runs fell in, which for most probes is one or two: a slot
+    /// per bucket was 400 bytes a histogram (4 MB at 10,000 probes).
+    exemplars: Vec<Exemplar>,
 }
 
 /// A run's trace id on the bucket its value fell in.
@@ -275,7 +277,9 @@ pub(super) struct SloHistogram {
 pub(super) struct Exemplar {
     pub trace_id: [u8; 16],
     pub value: f64,
-    pub at: SystemTime,
+    /// Seconds since the epoch.
+    pub at: f64,
+    bucket: u8,
 }
 
 impl SloHistogram {
@@ -283,7 +287,7 @@ impl SloHistogram {
         SloHistogram {
             classic: Classic::new(bounds),
             native: Native::new(native),
-            exemplars: None,
+            exemplars: Vec::new(),
         }
     }
 
@@ -291,16 +295,29 @@ impl SloHistogram {
         let bucket = self.classic.observe(v);
         self.native.observe(v);
         if let Some((trace_id, at)) = trace {
-            let slots = self.classic.counts.len();
-            let exemplars = self
-                .exemplars
-                .get_or_insert_with(|| vec![None; slots].into_boxed_slice());
-            exemplars[bucket] = Some(Exemplar {
+            let exemplar = Exemplar {
                 trace_id,
                 value: v,
-                at,
-            });
+                at: at.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64(),
+                bucket: u8::try_from(bucket).unwrap_or(u8::MAX),
+            };
+            match self.exemplars.iter_mut().find(|x| x.bucket == exemplar.bucket) {
+                Some(x) => *x = exemplar,
+                None => {
+                    self.exemplars.reserve_exact(1);
+                    self.exemplars.push(exemplar);
+                }
+            }
         }
+    }
+
+    /// The last traced run's exemplar in classic bucket `bucket`.
+    pub fn exemplar(&self, bucket: usize) -> Option<&Exemplar> {
+        self.exemplars.iter().find(|x| usize::from(x.bucket) == bucket)
+    }
+
+    pub fn has_exemplars(&self) -> bool {
+        !self.exemplars.is_empty()
     }
 }
 

@@ -14,6 +14,7 @@
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 use super::endpoint;
 use super::framing::Event;
@@ -36,19 +37,17 @@ pub struct AnthropicProbe {
     generation: Generation,
 }
 
+/// The Messages API's request headers; its version header is part of the protocol.
+static HEADERS: [(http::HeaderName, &str); 3] = [
+    (http::header::CONTENT_TYPE, "application/json"),
+    (http::header::ACCEPT, "text/event-stream"),
+    (http::HeaderName::from_static("anthropic-version"), "2023-06-01"),
+];
+
 impl AnthropicProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(AnthropicProbe {
-            generation: Generation::build(
-                config,
-                spec,
-                cx,
-                &[
-                    (http::header::CONTENT_TYPE, "application/json"),
-                    (http::header::ACCEPT, "text/event-stream"),
-                    (http::HeaderName::from_static("anthropic-version"), "2023-06-01"),
-                ],
-            )?,
+            generation: Generation::build(config, spec, cx, &HEADERS)?,
         })
     }
 }

@@ -6,6 +6,7 @@
 //!
 //! Imports config, outcome, net and the redactor.
 
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -17,6 +18,12 @@ use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::redact::Redactor;
 
+/// The protocol's own request headers (content type, accept), the same for every probe
+/// of a kind, so held as a static list rather than per probe.
+pub(crate) type BaseHeaders = &'static [(http::HeaderName, &'static str)];
+
+const USER_AGENT: &str = concat!("inferprobe/", env!("CARGO_PKG_VERSION"));
+
 /// Bytes of an error body read for its message.
 const MAX_ERROR_BODY: usize = 4096;
 
@@ -26,43 +33,41 @@ const MAX_ERROR_BODY: usize = 4096;
 pub(crate) struct Endpoint {
     client: HttpClient,
     path_and_query: http::uri::PathAndQuery,
-    headers: http::HeaderMap,
-    pub expect: Expect,
-    max_response_bytes: u64,
-    pub redactor: Redactor,
+    /// The protocol's own headers (content type, accept).
+    base: BaseHeaders,
+    /// Basic auth from the URL and the user's headers, marked sensitive. The request's
+    /// header map is made per run from these: a map kept per probe was ~330 bytes (3 MB
+    /// at 10,000 probes), and each run cloned it anyway.
+    extra: Box<[(http::HeaderName, http::HeaderValue)]>,
+    /// The probe's config, shared with the built probe: `expect` and the size limit
+    /// are read from it rather than copied (~250 bytes a probe, with the checks' own).
+    config: Arc<ProbeConfig>,
+    /// The probe's own secrets (header values, URL credentials), to keep out of
+    /// messages; `None` for the many probes without any (a redactor is ~110 bytes).
+    redactor: Option<Box<Redactor>>,
 }
 
 impl Endpoint {
     /// `base` headers are the protocol's own (content type, accept); the user's headers
     /// from the config override them.
     pub fn build(
-        config: &ProbeConfig,
+        config: &Arc<ProbeConfig>,
         roots: &TlsRoots,
-        base: &[(http::HeaderName, &'static str)],
+        base: BaseHeaders,
     ) -> Result<Self, crate::net::TlsSetupError> {
-        // Sized to what a request holds (user agent, the protocol's, Basic auth, the
-        // user's, and the run's `traceparent`): a map grown from empty reserves room for
-        // six (~650 bytes a probe, 6 MB at 10,000 probes).
-        let mut headers = http::HeaderMap::with_capacity(1 + base.len() + 1 + config.headers.len() + 1);
-        headers.insert(
-            http::header::USER_AGENT,
-            http::HeaderValue::from_static(concat!("inferprobe/", env!("CARGO_PKG_VERSION"))),
-        );
-        for (name, value) in base {
-            headers.insert(name.clone(), http::HeaderValue::from_static(value));
-        }
+        let mut extra = Vec::new();
         // Credentials in the URL (`https://user:pass@host/...`) are sent as Basic auth,
         // as curl and browsers do; an Authorization header in the config wins.
         if let Some(basic) = basic_auth_from_url(&config.url)
             && let Ok(mut v) = http::HeaderValue::from_str(&basic)
         {
             v.set_sensitive(true);
-            headers.insert(http::header::AUTHORIZATION, v);
+            extra.push((http::header::AUTHORIZATION, v));
         }
         for (name, value) in &config.headers {
             if let Ok(mut v) = http::HeaderValue::from_str(value.expose()) {
                 v.set_sensitive(true);
-                headers.insert(name.clone(), v);
+                extra.push((name.clone(), v));
             }
         }
         Ok(Endpoint {
@@ -72,11 +77,22 @@ impl Endpoint {
                 .path_and_query()
                 .cloned()
                 .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
-            headers,
-            expect: config.expect.clone(),
-            max_response_bytes: config.max_response_bytes,
-            redactor: redactor_for(config),
+            base,
+            extra: extra.into_boxed_slice(),
+            config: config.clone(),
+            redactor: Some(redactor_for(config)).filter(|r| !r.is_empty()).map(Box::new),
         })
+    }
+
+    /// The probe's own secrets, to keep out of messages.
+    pub fn redactor(&self) -> &Redactor {
+        static NONE: LazyLock<Redactor> = LazyLock::new(Redactor::default);
+        self.redactor.as_deref().unwrap_or(&NONE)
+    }
+
+    /// What the output must be (`expect:`).
+    pub fn expect(&self) -> &Expect {
+        &self.config.expect
     }
 
     /// HTTP/2 on every connection, as gRPC needs (see `HttpClient::http2_only`).
@@ -88,7 +104,7 @@ impl Endpoint {
     /// Failure messages may quote what the server sent, which may echo credentials.
     pub fn redact(&self, obs: &mut Observation) {
         if let Err(f) = &mut obs.result {
-            f.message = self.redactor.clean(&f.message);
+            f.message = self.redactor().clean(&f.message);
         }
     }
 
@@ -113,7 +129,21 @@ impl Endpoint {
         let mut request = http::Request::new(Full::new(body));
         *request.method_mut() = method.clone();
         *request.uri_mut() = uri;
-        *request.headers_mut() = self.headers.clone();
+        // Room for the run's `traceparent` too. Inserted in order, so the user's
+        // headers override the protocol's, and an Authorization header in the config
+        // overrides the URL's credentials.
+        let headers = request.headers_mut();
+        headers.reserve(2 + self.base.len() + self.extra.len());
+        headers.insert(
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(USER_AGENT),
+        );
+        for (name, value) in self.base {
+            headers.insert(name.clone(), http::HeaderValue::from_static(value));
+        }
+        for (name, value) in &self.extra {
+            headers.insert(name.clone(), value.clone());
+        }
         request
     }
 
@@ -137,10 +167,10 @@ impl Endpoint {
             obs,
             head_deadline,
             head_timeout_reason,
-            self.max_response_bytes,
+            self.config.max_response_bytes,
         )
         .await?;
-        check_status(&mut response, &self.expect, cx, obs, &self.redactor)
+        check_status(&mut response, self.expect(), cx, obs, self.redactor())
             .await
             .then_some(response)
     }

@@ -77,10 +77,10 @@ pub(crate) struct Generation {
 
 impl Generation {
     pub fn build(
-        config: &ProbeConfig,
+        config: &Arc<ProbeConfig>,
         spec: &GenerationSpec,
         cx: &BuildContext,
-        base_headers: &[(http::HeaderName, &'static str)],
+        base_headers: super::endpoint::BaseHeaders,
     ) -> Result<Self, BuildError> {
         Ok(Generation {
             endpoint: Endpoint::build(config, &cx.roots, base_headers)?,
@@ -145,7 +145,7 @@ impl Generation {
             protocol,
             cx,
             &mut obs,
-            &self.endpoint.redactor,
+            self.endpoint.redactor(),
             parse,
         )
         .await
@@ -161,14 +161,14 @@ impl Generation {
         obs.result = check_complete(protocol, &streamed, body_end)
             .and_then(|()| {
                 check_output(
-                    &self.endpoint.expect,
+                    self.endpoint.expect(),
                     &streamed.text,
                     streamed.content_events > 0,
                     obs.output_tokens,
                 )
             })
-            .and_then(|()| check_finish_reason(&self.endpoint.expect, streamed.finish_reason.as_deref()))
-            .and_then(|()| check_model(&self.endpoint.expect, &self.model, streamed.model.as_deref()));
+            .and_then(|()| check_finish_reason(self.endpoint.expect(), streamed.finish_reason.as_deref()))
+            .and_then(|()| check_model(self.endpoint.expect(), &self.model, streamed.model.as_deref()));
         self.endpoint.redact(&mut obs);
         obs
     }

@@ -22,6 +22,7 @@
 //! status codes' names.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use std::sync::Arc;
 
 use super::RunContext;
 use super::endpoint::{self, Endpoint};
@@ -324,7 +325,7 @@ fn status_of(headers: &http::HeaderMap) -> Result<Option<(tonic::Code, String)>,
 /// secrets removed before it is cut to one line.
 fn status_failure(code: tonic::Code, message: &str, endpoint: &Endpoint) -> Failure {
     let mut text = format!("gRPC {}", code_name(code));
-    let cleaned = endpoint.redactor.clean(message);
+    let cleaned = endpoint.redactor().clean(message);
     if let Some(detail) = endpoint::error_detail(cleaned.as_bytes()) {
         text.push_str(": ");
         text.push_str(&detail);
@@ -336,7 +337,7 @@ fn status_failure(code: tonic::Code, message: &str, endpoint: &Endpoint) -> Fail
 /// plaintext HTTP/2 with prior knowledge, or `https://`, TLS with ALPN h2), each call
 /// names its own path.
 pub(crate) fn endpoint(
-    config: &ProbeConfig,
+    config: &Arc<ProbeConfig>,
     roots: &TlsRoots,
 ) -> Result<Endpoint, crate::net::TlsSetupError> {
     Ok(Endpoint::build(

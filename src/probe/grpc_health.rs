@@ -15,6 +15,7 @@ use super::grpc::{self, HealthCheckRequest, HealthCheckResponse};
 use super::{BuildContext, BuildError, Probe, RunLimits};
 use crate::config::{Checker, Key, ProbeConfig, SpecKeys};
 use crate::outcome::{Failure, FailureReason, Observation};
+use std::sync::Arc;
 
 /// What a `grpc_health` probe asks about.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +49,7 @@ pub struct GrpcHealthProbe {
 }
 
 impl GrpcHealthProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(GrpcHealthProbe {
             endpoint: grpc::endpoint(config, &cx.roots)?,
             service: spec.service.clone(),

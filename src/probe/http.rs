@@ -69,7 +69,7 @@ const BOUNDARY: &str = boundary!();
 const MULTIPART: &str = concat!("multipart/form-data; boundary=", boundary!());
 
 impl HttpProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         let uploads = match &spec.images {
             Some(images) => Some((ImageSet::build(images, &cx.images)?, images.upload.clone())),
             None => None,
@@ -123,7 +123,7 @@ impl Probe for HttpProbe {
         obs.bytes_received = response.body.received();
         obs.result = result.and_then(|kept| {
             let text = String::from_utf8_lossy(&kept);
-            endpoint::check_output(&self.endpoint.expect, &text, obs.bytes_received > 0, None)
+            endpoint::check_output(self.endpoint.expect(), &text, obs.bytes_received > 0, None)
         });
         self.endpoint.redact(&mut obs);
         obs

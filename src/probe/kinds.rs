@@ -23,6 +23,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::sync::Arc;
 
 use super::dialect::Dialect;
 use super::{BuildContext, BuildError, Probe, RunLimits};
@@ -203,7 +204,7 @@ pub enum AnyProbe {
 
 impl AnyProbe {
     /// The probe for a validated config, built by its kind's module.
-    pub fn build(config: &ProbeConfig, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(match &config.spec {
             KindSpec::OpenAi(spec) => AnyProbe::OpenAi(openai::OpenAiProbe::build(config, spec, cx)?),
             KindSpec::Ollama(spec) => AnyProbe::Ollama(ollama::OllamaProbe::build(config, spec, cx)?),

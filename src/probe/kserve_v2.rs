@@ -16,6 +16,7 @@
 //! it. Imports config, outcome, payload, endpoint.rs and tensors.rs (the output checks it
 //! shares with `kserve_v2_grpc`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -75,7 +76,7 @@ pub struct KserveProbe {
 }
 
 impl KserveProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         let endpoint = Endpoint::build(
             config,
             &cx.roots,
@@ -219,7 +220,7 @@ impl KserveProbe {
                 return obs;
             }
         };
-        obs.result = check_response(&body, &self.endpoint.expect);
+        obs.result = check_response(&body, self.endpoint.expect());
         self.endpoint.redact(&mut obs);
         obs
     }

@@ -23,6 +23,7 @@
 //! Imports config, outcome, payload and the shared machinery (endpoint.rs, grpc.rs,
 //! tensors.rs).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -220,7 +221,7 @@ pub struct KserveGrpcProbe {
 }
 
 impl KserveGrpcProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         let endpoint = grpc::endpoint(config, &cx.roots)?;
         let model_name = config.model.clone().unwrap_or_default();
         let input = &spec.input;
@@ -353,7 +354,7 @@ impl KserveGrpcProbe {
         obs.marks.start = Instant::now();
         if let Some(response) = grpc::call::<ModelInferResponse>(&self.endpoint, request, cx, obs).await {
             obs.result = decode_outputs(&response)
-                .and_then(|outputs| tensors::check_outputs(&outputs, &self.endpoint.expect));
+                .and_then(|outputs| tensors::check_outputs(&outputs, self.endpoint.expect()));
         }
     }
 }

@@ -15,6 +15,7 @@
 //! protocol, and its tests; kinds.rs lists it. Imports config, outcome, framing and
 //! generation.rs (the streaming driver).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -41,7 +42,7 @@ pub struct LlamaCppProbe {
 }
 
 impl LlamaCppProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(LlamaCppProbe {
             generation: Generation::build(
                 config,

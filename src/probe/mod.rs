@@ -119,14 +119,15 @@ pub trait Probe {
 /// A probe built from its config: client made, prompts loaded, identity fixed. This is
 /// what the scheduler runs; the config it came from is kept to detect changes on reload.
 pub struct ReadyProbe {
-    pub config: ProbeConfig,
+    /// Shared with the probe's endpoint, which reads its checks from it.
+    pub config: Arc<ProbeConfig>,
     pub identity: Arc<ProbeIdentity>,
     probe: AnyProbe,
     redactor: SharedRedactor,
 }
 
 impl ReadyProbe {
-    pub fn build(config: &ProbeConfig, location: &str, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, location: &str, cx: &BuildContext) -> Result<Self, BuildError> {
         let probe = AnyProbe::build(config, cx)?;
         let identity = ProbeIdentity {
             name: config.name.clone(),
@@ -149,6 +150,11 @@ impl ReadyProbe {
             probe,
             redactor: cx.redactor.clone(),
         })
+    }
+
+    /// Whether it was built from `config`: a reload leaves it running.
+    pub fn built_from(&self, config: &Arc<ProbeConfig>) -> bool {
+        Arc::ptr_eq(&self.config, config) || *self.config == **config
     }
 
     /// Runs the probe once with its deadlines. Never fails: a failed run is an

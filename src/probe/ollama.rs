@@ -41,7 +41,7 @@ pub struct OllamaProbe {
 }
 
 impl OllamaProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OllamaProbe {
             generation: Generation::build(
                 config,

@@ -59,7 +59,7 @@ pub struct OpenAiProbe {
 }
 
 impl OpenAiProbe {
-    pub fn build(config: &ProbeConfig, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(OpenAiProbe {
             api: match config.kind {
                 Kind::OpenAiChat => Api::Chat,
