@@ -14,7 +14,7 @@
 //! reported; so are ticks missed because the process was stalled.
 
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -211,6 +211,8 @@ struct Entry<R> {
     pace: Option<Arc<Pace>>,
     /// Taken off the grid: its next tick is dropped instead of run.
     stopped: AtomicBool,
+    /// Skipped ticks not yet reported: the channel was full.
+    unreported: AtomicU64,
 }
 
 /// The handle on a scheduled probe.
@@ -265,6 +267,7 @@ impl<R: Runner> Scheduler<R> {
             busy,
             pace,
             stopped: AtomicBool::new(false),
+            unreported: AtomicU64::new(0),
         });
         if let Some(at) = first {
             self.queue.push(at, entry.clone());
@@ -359,13 +362,16 @@ fn fire<R: Runner>(
         skipped += 1;
     } else {
         let (runner, events, pace) = (entry.runner.clone(), events.clone(), entry.pace.clone());
+        // Held until the outcome is handed over, not only until the run ends: when the
+        // fan-out falls behind, a probe's next tick is skipped (and reported) rather
+        // than runs piling up behind the full channel, each task holding its outcome,
+        // without bound.
         let busy = Busy(entry.busy.clone());
         // The tracker counts the run itself, not the hand-over of its outcome: a run
         // that has finished is not in flight, even while the fan-out is busy.
         let run = tracker.track_future(async move {
             let mut outcome = runner.run().await;
             outcome.schedule_lag = lag;
-            drop(busy);
             outcome
         });
         tokio::spawn(async move {
@@ -373,6 +379,7 @@ fn fire<R: Runner>(
             let change = pace.and_then(|p| p.record(&outcome));
             let probe = outcome.probe.clone();
             let _ = events.send(RunEvent::Finished(Box::new(outcome))).await;
+            drop(busy);
             if let Some(change) = change {
                 let _ = events.send(RunEvent::Paced { probe, change }).await;
             }
@@ -388,18 +395,16 @@ fn fire<R: Runner>(
         }
         Schedule::Cron { schedule, .. } => next_cron(schedule),
     };
-    if skipped > 0 {
+    // The timer must not wait on a full channel (every probe's ticks would be late):
+    // skips it cannot report now are reported with the probe's next tick.
+    let ticks = skipped + entry.unreported.swap(0, Ordering::AcqRel);
+    if ticks > 0 {
         let event = RunEvent::Skipped {
             probe: entry.runner.identity().clone(),
-            ticks: skipped,
+            ticks,
         };
-        // The timer must not wait on a full channel (every probe's ticks would be late):
-        // then the report goes on its own.
-        if let Err(mpsc::error::TrySendError::Full(event)) = events.try_send(event) {
-            let events = events.clone();
-            tokio::spawn(async move {
-                let _ = events.send(event).await;
-            });
+        if events.try_send(event).is_err() {
+            entry.unreported.fetch_add(ticks, Ordering::AcqRel);
         }
     }
     next
@@ -750,5 +755,35 @@ mod tests {
             "{:?}",
             outcome.schedule_lag
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_nothing_takes_the_outcomes_runs_do_not_pile_up_and_the_skips_are_reported_later() {
+        let period = Duration::from_secs(1);
+        // Room for one event, and nobody reading until the end.
+        let (tx, mut rx) = mpsc::channel(1);
+        let scheduler = Scheduler::start(tx, TaskTracker::new());
+        let runner = fake(Duration::ZERO);
+        let _probe = scheduler.add(runner.clone(), Schedule::Interval(period), Arc::default());
+        tokio::time::sleep(period * 30).await;
+        // The first outcome fills the channel; the second run's waits with its busy flag
+        // held, so no third run starts.
+        assert_eq!(runner.starts.lock().unwrap().len(), 2);
+        // Reading frees the channel: the waiting outcome, then every skipped tick.
+        let mut finished = 0;
+        let mut skipped = 0;
+        tokio::time::sleep(period * 3).await;
+        while let Ok(Some(event)) = tokio::time::timeout(period / 2, rx.recv()).await {
+            match event {
+                RunEvent::Finished(_) => finished += 1,
+                RunEvent::Skipped { ticks, .. } => skipped += ticks,
+                RunEvent::Paced { .. } => {}
+            }
+            if finished >= 2 && skipped >= 28 {
+                break;
+            }
+        }
+        assert!(finished >= 2, "{finished}");
+        assert!(skipped >= 28, "skipped {skipped}");
     }
 }

@@ -456,6 +456,54 @@ pub(crate) fn check_output(
 mod tests {
     use super::*;
 
+    fn endpoint(probe: &str) -> Endpoint {
+        let text = format!("probes:\n  - {probe}\n");
+        let config = crate::config::parse(&text, std::path::Path::new("t.yaml"), &|_| None).unwrap();
+        Endpoint::build(
+            &config.probes[0],
+            &TlsRoots::system(),
+            &[
+                (http::header::CONTENT_TYPE, "application/json"),
+                (http::header::ACCEPT, "text/event-stream"),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_request_carries_the_protocols_headers_and_the_users_win() {
+        let plain = endpoint("{name: a, kind: http, url: \"http://h/p\"}");
+        let r = plain.request(&http::Method::POST, Bytes::new());
+        let h = r.headers();
+        assert_eq!(h["content-type"], "application/json");
+        assert_eq!(h["accept"], "text/event-stream");
+        assert!(h["user-agent"].to_str().unwrap().starts_with("inferprobe/"));
+        assert_eq!(h.len(), 3);
+        assert!(plain.redactor.is_none(), "no secrets, no redactor of its own");
+
+        // The URL's credentials go as Basic auth, unless the config sets Authorization;
+        // the user's headers override the protocol's, and are marked sensitive.
+        let basic = endpoint("{name: a, kind: http, url: \"http://u:pw@h/p\"}");
+        let r = basic.request(&http::Method::GET, Bytes::new());
+        assert_eq!(r.headers()["authorization"], "Basic dTpwdw==");
+        assert!(r.headers()["authorization"].is_sensitive());
+        let mine = endpoint(
+            "{name: a, kind: http, url: \"http://u:pw@h/p\", headers: {Authorization: Bearer t0k3n-123, Content-Type: text/plain}}",
+        );
+        let r = mine.request(&http::Method::GET, Bytes::new());
+        let h = r.headers();
+        assert_eq!(
+            h.get_all("authorization").iter().collect::<Vec<_>>(),
+            ["Bearer t0k3n-123"]
+        );
+        assert_eq!(
+            h.get_all("content-type").iter().collect::<Vec<_>>(),
+            ["text/plain"]
+        );
+        assert!(h["content-type"].is_sensitive());
+        assert!(mine.redactor().clean("said t0k3n-123").contains("<redacted>"));
+    }
+
     #[test]
     fn error_detail_finds_the_message_in_common_shapes() {
         let cases: &[(&str, &str)] = &[

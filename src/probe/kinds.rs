@@ -226,17 +226,19 @@ impl AnyProbe {
 }
 
 impl Probe for AnyProbe {
+    /// Each kind's run is boxed at its own size: inline, every run of every kind
+    /// would be the size of the largest kind's state machine (~14 KB).
     async fn run(&self, limits: &RunLimits) -> Observation {
         match self {
-            AnyProbe::OpenAi(p) => p.run(limits).await,
-            AnyProbe::Ollama(p) => p.run(limits).await,
-            AnyProbe::Tgi(p) => p.run(limits).await,
-            AnyProbe::LlamaCpp(p) => p.run(limits).await,
-            AnyProbe::Anthropic(p) => p.run(limits).await,
-            AnyProbe::Kserve(p) => p.run(limits).await,
-            AnyProbe::KserveGrpc(p) => p.run(limits).await,
-            AnyProbe::GrpcHealth(p) => p.run(limits).await,
-            AnyProbe::Http(p) => p.run(limits).await,
+            AnyProbe::OpenAi(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::Ollama(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::Tgi(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::LlamaCpp(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::Anthropic(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::Kserve(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::KserveGrpc(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::GrpcHealth(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::Http(p) => Box::pin(p.run(limits)).await,
         }
     }
 }
