@@ -8,8 +8,8 @@
 //!                                                               └─► alert ─► store (outbox) ─► notify
 //! ```
 //!
-//! Only [`agent`] wires siblings together: [`Agent`] owns the outcome channel, one
-//! scheduler task per probe, the fan-out loop, paging and the HTTP server, applies
+//! Only [`agent`] wires siblings together: [`Agent`] owns the outcome channel, the
+//! scheduler (one timer for all probes), the fan-out loop, paging and the HTTP server, applies
 //! reloads, and drains runs in flight on shutdown.
 #![forbid(unsafe_code)]
 

@@ -773,7 +773,8 @@ mod tests {
         let mut finished = 0;
         let mut skipped = 0;
         tokio::time::sleep(period * 3).await;
-        while let Ok(Some(event)) = tokio::time::timeout(period / 2, rx.recv()).await {
+        // An event comes at least every tick now (a run's outcome, or the skips).
+        while let Ok(Some(event)) = tokio::time::timeout(period * 2, rx.recv()).await {
             match event {
                 RunEvent::Finished(_) => finished += 1,
                 RunEvent::Skipped { ticks, .. } => skipped += ticks,
