@@ -316,6 +316,7 @@ impl Agent {
             })
             .inspect(|(_, s)| s.stop())
             .collect();
+        self.scheduler.forget_stopped();
         let retired: Vec<Arc<ProbeIdentity>> =
             stopped.values().map(|s| s.runner().identity.clone()).collect();
         let added: Vec<Arc<ProbeIdentity>> = built.probes.iter().map(|p| p.identity.clone()).collect();
