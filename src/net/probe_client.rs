@@ -264,9 +264,7 @@ impl HttpClient {
         request: Request<Full<Bytes>>,
         marks: &mut Marks,
     ) -> Result<(Connection, Response<Incoming>), NetError> {
-        // Boxed: setting up a connection (DNS, TLS, the handshake) is most of a run's
-        // state machine, needed only until the connection is up.
-        let mut conn = Box::pin(self.connect(marks)).await?;
+        let mut conn = self.connect(marks).await?;
         let response = self
             .exchange(&mut conn, request)
             .await

@@ -226,8 +226,9 @@ impl AnyProbe {
 }
 
 impl Probe for AnyProbe {
-    /// Each kind's run is boxed at its own size: inline, every run of every kind
-    /// would be the size of the largest kind's state machine (~14 KB).
+    /// Each kind's run is boxed at its own size, before its clock starts: inline, the
+    /// run's task was the size of the largest kind's state machine (~13 KB) plus the
+    /// task's own, and it lives until the outcome is handed over.
     async fn run(&self, limits: &RunLimits) -> Observation {
         match self {
             AnyProbe::OpenAi(p) => Box::pin(p.run(limits)).await,
