@@ -28,6 +28,9 @@ use crate::human::{seconds, shorten};
 use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
 use crate::stats::percentile;
 
+mod kept;
+use kept::Kept;
+
 /// How long a resolved alert is still re-sent to Alertmanager, so that a lost "resolved"
 /// post is repaired (Prometheus keeps resolved alerts for the same 15 minutes).
 pub const RESOLVED_RETENTION: Duration = Duration::from_secs(15 * 60);
@@ -242,10 +245,13 @@ pub struct ProbeAlerts {
     /// Not persisted: it changes every run; after a restart it is filled by the next one.
     #[serde(skip)]
     last_good: Option<GoodRun>,
-    /// Good runs' TTFT and total (seconds), newest last; refilled after a restart.
+    /// Refilled after a restart.
     #[serde(skip)]
-    window: VecDeque<(Option<f64>, f64)>,
+    window: Window,
 }
+
+/// Good runs' TTFT and total (seconds), newest last.
+type Window = VecDeque<(Option<f64>, f64)>;
 
 impl ProbeAlerts {
     fn persisted_part(&self) -> (Track, Track) {
@@ -284,7 +290,7 @@ pub struct Alerting {
     api_base: String,
     /// Shared, so a run takes a reference count, not a copy of the rules.
     rules: HashMap<String, std::sync::Arc<Rules>>,
-    probes: HashMap<String, ProbeAlerts>,
+    probes: HashMap<String, Kept>,
     /// Resolved alerts still re-sent to Alertmanager; not persisted.
     recently_resolved: Vec<Firing>,
 }
@@ -304,7 +310,7 @@ impl Alerting {
     /// Loads a probe's saved state (from [`Changes::saved`]) after a restart.
     pub fn restore(&mut self, probe: &str, saved: &str) -> Result<(), serde_json::Error> {
         let state: ProbeAlerts = serde_json::from_str(saved)?;
-        self.probes.insert(probe.to_owned(), state);
+        self.probes.insert(probe.to_owned(), Kept::keep(state));
         Ok(())
     }
 
@@ -330,7 +336,7 @@ impl Alerting {
             .cloned()
             .collect();
         for probe in gone {
-            let mut state = self.probes.remove(&probe).unwrap_or_default();
+            let mut state = self.probes.remove(&probe).map(Kept::open).unwrap_or_default();
             if elsewhere.contains(&probe) {
                 changes.saved.push((probe, None));
                 continue;
@@ -363,7 +369,11 @@ impl Alerting {
             return Changes::default();
         }
         // Taken out (and put back below) so the helpers can borrow `self`.
-        let mut state = self.probes.get_mut(name).map(std::mem::take).unwrap_or_default();
+        let mut state = self
+            .probes
+            .get_mut(name)
+            .map(|k| std::mem::take(k).open())
+            .unwrap_or_default();
         let before = state.persisted_part();
         let mut notes = Vec::new();
         let o = &outcome.observation;
@@ -539,6 +549,7 @@ impl Alerting {
             let json = serde_json::to_string(&state).expect("alert state serializes");
             changes.saved.push((name.clone(), Some(json)));
         }
+        let state = Kept::keep(state);
         match self.probes.get_mut(name) {
             Some(slot) => *slot = state,
             None => {
@@ -555,9 +566,9 @@ impl Alerting {
         let mut out: Vec<Firing> = self
             .probes
             .values()
-            .flat_map(|s| [&s.down.firing, &s.degraded.firing])
-            .flatten()
-            .map(|f| Firing::clone(f))
+            .flat_map(Kept::tracks)
+            .filter_map(|t| t.firing.as_deref())
+            .cloned()
             .collect();
         out.extend(self.recently_resolved.iter().cloned());
         out.sort_by(|a, b| a.alert.dedup_key.cmp(&b.alert.dedup_key));
@@ -569,8 +580,8 @@ impl Alerting {
         let mut out: Vec<&Alert> = self
             .probes
             .values()
-            .flat_map(|s| [&s.down.firing, &s.degraded.firing])
-            .flatten()
+            .flat_map(Kept::tracks)
+            .filter_map(|t| t.firing.as_deref())
             .map(|f| &f.alert)
             .collect();
         out.sort_by(|a, b| a.dedup_key.cmp(&b.dedup_key));

@@ -157,14 +157,17 @@ pub(super) fn each_series(
         None => Ok(()),
     };
     match family {
-        0 => s.runs.iter().try_for_each(|(e, n)| f(e, Value::Counter(*n))),
+        0 => s
+            .runs
+            .iter()
+            .try_for_each(|(k, n)| f(&k.labels(), Value::Counter(*n))),
         1 => s.skipped.map_or(Ok(()), |n| f(&NO_EXTRA, Value::Counter(n))),
         2 => s.up.map_or(Ok(()), |v| f(&NO_EXTRA, Value::Int(v))),
         3 => s.last_run.map_or(Ok(()), |v| f(&NO_EXTRA, Value::Float(v))),
         4 => s.last_success.map_or(Ok(()), |v| f(&NO_EXTRA, Value::Float(v))),
         E2E => s.e2e.as_deref().map_or(Ok(()), |h| f(&NO_EXTRA, Value::Slo(h))),
         6 => classic(full.and_then(|x| x.ttfb.as_ref()), f),
-        TTFT => s.ttft.iter().try_for_each(|(e, h)| f(e, Value::Slo(h))),
+        TTFT => s.ttft.iter().try_for_each(|(b, h)| f(&b.labels(), Value::Slo(h))),
         8 => classic(full.and_then(|x| x.tpot.as_ref()), f),
         9 => classic(full.and_then(|x| x.chunk_gap.as_ref()), f),
         10 => full.map_or(Ok(()), |x| {
