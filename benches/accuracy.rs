@@ -201,7 +201,7 @@ async fn run_scenario(s: &Scenario, build: &BuildContext) -> Row {
     let probes: Vec<Arc<ReadyProbe>> = config
         .probes
         .iter()
-        .map(|p| Arc::new(ReadyProbe::build(p, "bench", build).expect("probe builds")))
+        .map(|p| Arc::new(ReadyProbe::build(p, &"bench".into(), build).expect("probe builds")))
         .collect();
 
     // Warm-up: one run per probe, not counted (first connections, lazy allocations).

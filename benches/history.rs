@@ -40,7 +40,7 @@ fn main() {
         let ms = |v: u64| Some(Duration::from_micros(v * 1000 + i % 997));
         let record = RunRecord {
             at,
-            probe,
+            probe: probe.into(),
             location: "eu-west-1".into(),
             reason: failed.then(|| "http_5xx".to_owned()),
             message: failed
@@ -137,7 +137,7 @@ fn paced() {
     let records: Vec<RunRecord> = (0..runs)
         .map(|i| RunRecord {
             at: SystemTime::now(),
-            probe: format!("probe-{:04}", i % 1000),
+            probe: format!("probe-{:04}", i % 1000).into(),
             location: "eu-west-1".into(),
             reason: None,
             message: None,

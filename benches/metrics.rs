@@ -17,7 +17,7 @@ const PROBES: usize = 10_000;
 
 fn identity(i: usize, kind: &'static str) -> Arc<ProbeIdentity> {
     Arc::new(ProbeIdentity {
-        name: format!("p{i}"),
+        name: format!("p{i}").into(),
         kind,
         model: if kind == "http" { String::new() } else { "m".into() },
         location: "bench".into(),

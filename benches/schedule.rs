@@ -135,7 +135,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
     let probes: Vec<Arc<ReadyProbe>> = config
         .probes
         .iter()
-        .map(|p| Arc::new(ReadyProbe::build(p, "bench", &build).expect("probe builds")))
+        .map(|p| Arc::new(ReadyProbe::build(p, &"bench".into(), &build).expect("probe builds")))
         .collect();
 
     let (tx, mut rx) = mpsc::channel::<RunEvent>(16_384);
@@ -236,7 +236,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
                 (o.observation.marks.start - o.schedule_lag)
                     .saturating_duration_since(t0)
                     .as_secs_f64(),
-                o.probe.name.as_str(),
+                &*o.probe.name,
             )),
             RunEvent::Skipped { .. } | RunEvent::Paced { .. } => None,
         })

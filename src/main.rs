@@ -500,6 +500,10 @@ async fn run(
         data_dir = %data_dir.display(),
         "Agent started."
     );
+    // Lines from here on are written in batches (see `batch`); the guard writes what
+    // waits however `run` ends.
+    cli::logging::batch::start();
+    let _flush = FlushLog;
     // The agent keeps what it runs (each probe's config, built); the parsed file is
     // not needed again until a reload reads the file anew, and at 10,000 probes it is
     // ~20 MB, a third of the memory budget, held for the life of the process otherwise.
@@ -533,13 +537,22 @@ async fn run(
     ExitCode::SUCCESS
 }
 
+/// Writes the log lines that wait for their batch when dropped.
+struct FlushLog;
+
+impl Drop for FlushLog {
+    fn drop(&mut self) {
+        cli::logging::batch::flush();
+    }
+}
+
 /// Only this shard's probes.
 fn sharded(mut config: Config, shard: Shard) -> Config {
     if shard != Shard::ALL {
         let all = config.probes.len();
         let (ours, others): (Vec<_>, Vec<_>) = config.probes.into_iter().partition(|p| shard.owns(&p.name));
         config.probes = ours;
-        config.other_shards = others.into_iter().map(|p| p.name.clone()).collect();
+        config.other_shards = others.into_iter().map(|p| p.name.to_string()).collect();
         tracing::info!(shard = %format!("{}/{}", shard.index, shard.count), probes = config.probes.len(), of = all, "This agent runs its shard of the probes.");
     }
     config

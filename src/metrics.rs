@@ -275,7 +275,7 @@ impl Metrics {
             .is_some_and(|f| f.reason == FailureReason::AgentError)
         {
             self.agent_errors
-                .get_or_create(&vec![("probe", outcome.probe.name.clone())])
+                .get_or_create(&vec![("probe", outcome.probe.name.to_string())])
                 .inc();
             return;
         }

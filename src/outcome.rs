@@ -325,10 +325,13 @@ impl Observation {
 /// metric labels (plus the prompt bucket, which varies per run).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ProbeIdentity {
-    pub name: String,
+    /// Shared: the maps that hold per-probe state (latest, alerting, history, the
+    /// fan-out's current probes) key by it without a copy each (issue 15).
+    pub name: Arc<str>,
     pub kind: &'static str,
     pub model: String,
-    pub location: String,
+    /// Shared by all the agent's probes (and their run records).
+    pub location: Arc<str>,
     /// The user's static labels, validated at config time, sorted by key.
     pub labels: Vec<(String, String)>,
     /// The endpoint without credentials or query string, safe to show.
@@ -407,10 +410,10 @@ impl Outcome {
             .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
             .collect();
         serde_json::json!({
-            "probe": self.probe.name,
+            "probe": &*self.probe.name,
             "kind": self.probe.kind,
             "model": self.probe.model,
-            "location": self.probe.location,
+            "location": &*self.probe.location,
             "endpoint": self.probe.endpoint,
             "labels": labels,
             "started_at": humantime::format_rfc3339_millis(self.started_at).to_string(),

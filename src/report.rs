@@ -99,8 +99,8 @@ impl Report {
                 );
             }
             rows.push(Row {
-                probe: first.probe.clone(),
-                location: first.location.clone(),
+                probe: first.probe.to_string(),
+                location: first.location.to_string(),
                 targets: t,
                 current: Summary::of(during, &t),
                 previous: Summary::of(before, &t),
@@ -518,7 +518,7 @@ pub fn targets_by_probe(config: Option<&crate::config::Config>) -> BTreeMap<Stri
                         total: p.slo.total_p95,
                         availability: p.slo.availability(),
                     };
-                    (p.name.clone(), t)
+                    (p.name.to_string(), t)
                 })
                 .collect()
         })

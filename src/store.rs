@@ -39,7 +39,7 @@ struct ProbeState {
 /// The latest outcome per probe, by probe name.
 #[derive(Debug, Default)]
 pub struct Latest {
-    probes: RwLock<BTreeMap<String, ProbeState>>,
+    probes: RwLock<BTreeMap<Arc<str>, ProbeState>>,
 }
 
 impl Latest {
@@ -64,18 +64,18 @@ impl Latest {
 
     /// Keeps only these probes (after a reload), adding empty entries for new ones so
     /// the API lists a probe before its first run.
-    pub fn configure<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+    pub fn configure<'a>(&self, names: impl IntoIterator<Item = &'a Arc<str>>) {
         let mut probes = self.probes.write().expect("store lock");
         // A set: a list's `contains` made this quadratic, 10^8 comparisons at 10,000 probes.
-        let keep: HashSet<&str> = names.into_iter().collect();
-        probes.retain(|name, _| keep.contains(name.as_str()));
+        let keep: HashSet<&Arc<str>> = names.into_iter().collect();
+        probes.retain(|name, _| keep.contains(name));
         for name in keep {
-            probes.entry(name.to_owned()).or_default();
+            probes.entry(name.clone()).or_default();
         }
     }
 
     /// Each configured probe's name and latest outcome, in name order.
-    pub fn outcomes(&self) -> Vec<(String, Option<Arc<Outcome>>)> {
+    pub fn outcomes(&self) -> Vec<(Arc<str>, Option<Arc<Outcome>>)> {
         let probes = self.probes.read().expect("store lock");
         probes
             .iter()
@@ -87,7 +87,7 @@ impl Latest {
     /// the lock is held for the copy only (see `ProbeState::last`); at 10,000 probes
     /// the JSON takes tens of milliseconds, on the caller's thread.
     pub fn to_json(&self) -> serde_json::Value {
-        let probes: Vec<(String, ProbeState)> = self
+        let probes: Vec<(Arc<str>, ProbeState)> = self
             .probes
             .read()
             .expect("store lock")

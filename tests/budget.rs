@@ -46,7 +46,7 @@ async fn over_its_budget_a_probe_warns_once_and_runs_at_the_stretched_interval()
         match event {
             RunEvent::Finished(o) => runs.push(o),
             RunEvent::Paced { probe, change } => {
-                assert_eq!(probe.name, "budgeted");
+                assert_eq!(&*probe.name, "budgeted");
                 changes.push(change);
             }
             RunEvent::Skipped { .. } => {}

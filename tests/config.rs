@@ -21,7 +21,7 @@ fn the_repository_probes_yaml_is_valid() {
     let path = repo("probes.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let config = config::parse(&text, &path, &no_env).unwrap_or_else(|e| panic!("{e}"));
-    let names: Vec<_> = config.probes.iter().map(|p| p.name.as_str()).collect();
+    let names: Vec<_> = config.probes.iter().map(|p| &*p.name).collect();
     assert_eq!(
         names,
         [
@@ -328,7 +328,7 @@ probes:
     };
     let config = config::parse(text, Path::new("t.yaml"), &env).unwrap_or_else(|e| panic!("{e}"));
     let chat = &config.probes[0];
-    assert_eq!(chat.name, "chat-eu");
+    assert_eq!(&*chat.name, "chat-eu");
     assert_eq!(chat.model.as_deref(), Some("llama-3.1-70b-instruct"));
     assert_eq!(
         chat.labels,
@@ -449,7 +449,7 @@ fn history_retention_takes_its_own_range_not_the_schedules_7_days() {
 fn cost_and_budget_inherit_where_they_fit() {
     let text = "defaults:\n  cost: {input_per_million: 0.15, output_per_million: 0.6}\n  budget: {tokens_per_day: 2000000}\nprobes:\n  - name: chat\n    kind: openai_chat\n    url: http://127.0.0.1:8000/v1/chat/completions\n    model: m\n  - name: eur\n    kind: anthropic\n    url: http://127.0.0.1:8000/v1/messages\n    model: m\n    cost: {output_per_million: 1.25, currency: EUR}\n    budget: {tokens_per_day: 5000}\n  - name: nightly\n    kind: ollama\n    url: http://127.0.0.1:11434/api/chat\n    model: m\n    schedule: \"0 0 3 * * *\"\n  - name: health\n    kind: http\n    url: http://127.0.0.1:8000/health\n";
     let config = config::parse(text, &repo("probes.yaml"), &no_env).unwrap_or_else(|e| panic!("{e}"));
-    let by = |name: &str| config.probes.iter().find(|p| p.name == name).unwrap();
+    let by = |name: &str| config.probes.iter().find(|p| &*p.name == name).unwrap();
     let chat = by("chat").cost.clone().unwrap();
     assert_eq!(
         (

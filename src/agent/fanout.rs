@@ -20,7 +20,7 @@ use crate::store::{HistoryWriter, Latest, RunRecord};
 /// The identity of each configured probe, by name. An outcome whose identity is not the
 /// current one (its probe was removed or changed while the run was in flight) is
 /// logged but not recorded, so it cannot bring back a deleted probe's series.
-pub(super) type Current = Arc<std::sync::RwLock<HashMap<String, Arc<ProbeIdentity>>>>;
+pub(super) type Current = Arc<std::sync::RwLock<HashMap<Arc<str>, Arc<ProbeIdentity>>>>;
 
 /// The single consumer of the scheduler's events: metrics first, then the stores (latest, history,
 /// alert state), then the log line.

@@ -104,12 +104,13 @@ pub struct Agent {
     spans: Arc<crate::otlp::Spans>,
     /// `host:port` a scrape would call this agent: the pushed `instance` label.
     instance: String,
-    location: String,
+    /// Shared by every probe's identity.
+    location: Arc<str>,
     build: BuildContext,
     scheduler: Scheduler<ReadyProbe>,
     /// The probes on the scheduler's grid, by name; each handle holds the built probe,
     /// whose config a reload compares with the new one (kept once, not beside a copy).
-    probes: HashMap<String, Scheduled<ReadyProbe>>,
+    probes: HashMap<Arc<str>, Scheduled<ReadyProbe>>,
     current: Current,
     /// Runs in flight, so shutdown can wait for them.
     runs: TaskTracker,
@@ -189,7 +190,7 @@ impl Agent {
             push: None,
             spans,
             instance,
-            location,
+            location: location.into(),
             build: BuildContext::new(),
             scheduler: Scheduler::start(tx, runs.clone()),
             probes: HashMap::new(),
@@ -237,12 +238,8 @@ impl Agent {
                 }
             }
         }
-        let wanted: HashSet<&str> = config.probes.iter().map(|p| p.name.as_str()).collect();
-        summary.removed = self
-            .probes
-            .keys()
-            .filter(|n| !wanted.contains(n.as_str()))
-            .count();
+        let wanted: HashSet<&str> = config.probes.iter().map(|p| &*p.name).collect();
+        summary.removed = self.probes.keys().filter(|n| !wanted.contains(&***n)).count();
         Diff { summary, to_build }
     }
 
@@ -262,7 +259,7 @@ impl Agent {
             .map(|p| {
                 ReadyProbe::build(p, &self.location, &self.build)
                     .map(Arc::new)
-                    .map_err(|e| AgentError::Probe(p.name.clone(), e))
+                    .map_err(|e| AgentError::Probe(p.name.to_string(), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let receivers = config
@@ -305,15 +302,10 @@ impl Agent {
         // Probes that stop or change: their loops end; their gauges go (a changed
         // probe's labels may differ); their runs in flight finish, and the busy flag
         // passes to the replacement so old and new runs never overlap.
-        let wanted: HashMap<&str, &Arc<ProbeConfig>> =
-            config.probes.iter().map(|p| (p.name.as_str(), p)).collect();
-        let mut stopped: HashMap<String, Scheduled<ReadyProbe>> = self
+        let wanted: HashMap<&str, &Arc<ProbeConfig>> = config.probes.iter().map(|p| (&*p.name, p)).collect();
+        let mut stopped: HashMap<Arc<str>, Scheduled<ReadyProbe>> = self
             .probes
-            .extract_if(|name, s| {
-                !wanted
-                    .get(name.as_str())
-                    .is_some_and(|p| s.runner().built_from(p))
-            })
+            .extract_if(|name, s| !wanted.get(&**name).is_some_and(|p| s.runner().built_from(p)))
             .inspect(|(_, s)| s.stop())
             .collect();
         self.scheduler.forget_stopped();
@@ -334,8 +326,7 @@ impl Agent {
                     .map(|p| (p.config.name.clone(), p.identity.clone())),
             )
             .collect();
-        self.latest
-            .configure(config.probes.iter().map(|p| p.name.as_str()));
+        self.latest.configure(config.probes.iter().map(|p| &p.name));
         self.metrics.configured(
             self.probes.len() + built.probes.len(),
             config.agent.metrics == MetricsDetail::Full,

@@ -289,8 +289,8 @@ pub struct Alerting {
     location: String,
     api_base: String,
     /// Shared, so a run takes a reference count, not a copy of the rules.
-    rules: HashMap<String, std::sync::Arc<Rules>>,
-    probes: HashMap<String, Kept>,
+    rules: HashMap<std::sync::Arc<str>, std::sync::Arc<Rules>>,
+    probes: HashMap<std::sync::Arc<str>, Kept>,
     /// Resolved alerts still re-sent to Alertmanager; not persisted.
     recently_resolved: Vec<Firing>,
 }
@@ -310,7 +310,7 @@ impl Alerting {
     /// Loads a probe's saved state (from [`Changes::saved`]) after a restart.
     pub fn restore(&mut self, probe: &str, saved: &str) -> Result<(), serde_json::Error> {
         let state: ProbeAlerts = serde_json::from_str(saved)?;
-        self.probes.insert(probe.to_owned(), Kept::keep(state));
+        self.probes.insert(probe.into(), Kept::keep(state));
         Ok(())
     }
 
@@ -320,7 +320,7 @@ impl Alerting {
     /// still watched, and its new owner pages for it.
     pub fn configure(
         &mut self,
-        rules: HashMap<String, Rules>,
+        rules: HashMap<std::sync::Arc<str>, Rules>,
         elsewhere: &[String],
         now: SystemTime,
     ) -> Changes {
@@ -329,7 +329,7 @@ impl Alerting {
             .map(|(name, r)| (name, std::sync::Arc::new(r)))
             .collect();
         let mut changes = Changes::default();
-        let gone: Vec<String> = self
+        let gone: Vec<std::sync::Arc<str>> = self
             .probes
             .keys()
             .filter(|p| !self.rules.contains_key(*p))
@@ -337,8 +337,8 @@ impl Alerting {
             .collect();
         for probe in gone {
             let mut state = self.probes.remove(&probe).map(Kept::open).unwrap_or_default();
-            if elsewhere.contains(&probe) {
-                changes.saved.push((probe, None));
+            if elsewhere.iter().any(|e| **e == *probe) {
+                changes.saved.push((probe.to_string(), None));
                 continue;
             }
             for track in [&mut state.down, &mut state.degraded] {
@@ -348,7 +348,7 @@ impl Alerting {
                         .push(self.resolve(*firing, now, Ended::Removed, &[]));
                 }
             }
-            changes.saved.push((probe, None));
+            changes.saved.push((probe.to_string(), None));
         }
         changes
     }
@@ -547,7 +547,7 @@ impl Alerting {
         };
         if state.persisted_part() != before {
             let json = serde_json::to_string(&state).expect("alert state serializes");
-            changes.saved.push((name.clone(), Some(json)));
+            changes.saved.push((name.to_string(), Some(json)));
         }
         let state = Kept::keep(state);
         match self.probes.get_mut(name) {
@@ -610,7 +610,7 @@ impl Alerting {
             condition,
             severity,
             dedup_key: format!("inferprobe/{}/{}/{}", p.name, self.location, severity.as_str()),
-            probe: p.name.clone(),
+            probe: p.name.to_string(),
             location: self.location.clone(),
             kind: p.kind.to_owned(),
             model: p.model.clone(),

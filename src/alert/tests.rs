@@ -80,9 +80,9 @@ fn alert_config() -> AlertConfig {
     }
 }
 
-fn rules(alert: AlertConfig, slo: Slo) -> HashMap<String, Rules> {
+fn rules(alert: AlertConfig, slo: Slo) -> HashMap<Arc<str>, Rules> {
     HashMap::from([(
-        "chat".to_owned(),
+        "chat".into(),
         Rules {
             alert: Arc::new(alert),
             slo: Arc::new(slo),
@@ -95,7 +95,7 @@ struct Harness {
     alerting: Alerting,
     probe: Arc<ProbeIdentity>,
     now: SystemTime,
-    rules: HashMap<String, Rules>,
+    rules: HashMap<Arc<str>, Rules>,
     /// The last saved state, as the store would hold it.
     saved: Option<String>,
 }

@@ -19,19 +19,22 @@ pub async fn run(path: &Path, only: &[String], format: OutputFormat, location: O
         Ok(c) => c,
         Err(code) => return code,
     };
-    if let Some(missing) = only.iter().find(|n| !config.probes.iter().any(|p| &p.name == *n)) {
+    if let Some(missing) = only
+        .iter()
+        .find(|n| !config.probes.iter().any(|p| *p.name == ***n))
+    {
         eprintln!("error: no probe named \"{missing}\" in {}", path.display());
         return ExitCode::from(EXIT_BAD_CONFIG);
     }
     if !only.is_empty() {
-        config.probes.retain(|p| only.contains(&p.name));
+        config.probes.retain(|p| only.iter().any(|n| **n == *p.name));
     }
     let location = location_of(location, &config);
     let cx = BuildContext {
         redactor: SharedRedactor::for_config(&config),
         ..BuildContext::new()
     };
-    let probes = match build_probes(&config, &location, &cx) {
+    let probes = match build_probes(&config, &location.as_str().into(), &cx) {
         Ok(p) => p,
         Err((probe, e)) => {
             eprintln!("error: probe \"{probe}\": {e}");
@@ -77,7 +80,7 @@ fn print_table(outcomes: &[Outcome]) {
         .map(|o| {
             let obs = &o.observation;
             [
-                o.probe.name.clone(),
+                o.probe.name.to_string(),
                 if obs.success() { "ok".into() } else { "FAIL".into() },
                 obs.failure()
                     .map(|f| f.reason.to_string())

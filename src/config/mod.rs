@@ -274,7 +274,9 @@ pub struct TlsConfig {
 /// One validated probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeConfig {
-    pub name: String,
+    /// Shared by everything that keeps per-probe state, by name (see
+    /// [`crate::outcome::ProbeIdentity::name`]).
+    pub name: Arc<str>,
     pub kind: Kind,
     /// The full URL with any query string; may hold secrets, see [`display_url`].
     pub url: http::Uri,

@@ -172,7 +172,7 @@ impl Checker<'_> {
             return None;
         }
         Some(ProbeConfig {
-            name,
+            name: name.into(),
             kind: kind?,
             url: url?,
             model,

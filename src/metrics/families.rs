@@ -204,10 +204,10 @@ impl SeriesLabels<'_> {
     pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         let p = self.probe;
         [
-            ("probe", p.name.as_str()),
+            ("probe", &*p.name),
             ("kind", p.kind),
             ("model", p.model.as_str()),
-            ("location", p.location.as_str()),
+            ("location", &*p.location),
         ]
         .into_iter()
         .chain(p.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))

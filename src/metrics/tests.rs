@@ -373,7 +373,7 @@ fn a_large_protobuf_family_goes_out_in_bounded_messages_with_every_series() {
     let probes: Vec<_> = (0..1200)
         .map(|i| {
             Arc::new(ProbeIdentity {
-                name: format!("p{i}"),
+                name: format!("p{i}").into(),
                 ..(*probe(false)).clone()
             })
         })

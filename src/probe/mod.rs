@@ -127,13 +127,17 @@ pub struct ReadyProbe {
 }
 
 impl ReadyProbe {
-    pub fn build(config: &Arc<ProbeConfig>, location: &str, cx: &BuildContext) -> Result<Self, BuildError> {
+    pub fn build(
+        config: &Arc<ProbeConfig>,
+        location: &Arc<str>,
+        cx: &BuildContext,
+    ) -> Result<Self, BuildError> {
         let probe = AnyProbe::build(config, cx)?;
         let identity = ProbeIdentity {
             name: config.name.clone(),
             kind: config.kind.as_str(),
             model: config.model.clone().unwrap_or_default(),
-            location: location.to_owned(),
+            location: location.clone(),
             labels: config.labels.clone(),
             // A `${VAR}` in the host or path is a secret: shown as `<redacted>`.
             endpoint: cx.redactor.current().clean(&display_url(&config.url)),
@@ -207,13 +211,13 @@ impl ReadyProbe {
 /// Builds every probe of a config, or says which one cannot be built.
 pub fn build_probes(
     config: &crate::config::Config,
-    location: &str,
+    location: &Arc<str>,
     cx: &BuildContext,
 ) -> Result<Vec<ReadyProbe>, (String, BuildError)> {
     config
         .probes
         .iter()
-        .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.clone(), e)))
+        .map(|p| ReadyProbe::build(p, location, cx).map_err(|e| (p.name.to_string(), e)))
         .collect()
 }
 
@@ -261,14 +265,14 @@ mod tests {
             redactor: SharedRedactor::new(Redactor::for_config(&config)),
             ..BuildContext::new()
         };
-        let a = ReadyProbe::build(&config.probes[0], "x", &cx).unwrap();
+        let a = ReadyProbe::build(&config.probes[0], &"x".into(), &cx).unwrap();
         assert_eq!(
             a.identity.endpoint,
             "http://h.example/v2/models/llama-3-8b-instruct-long/infer/<redacted>"
         );
         // The query is shown apart, its secret values redacted.
         assert_eq!(a.identity.query, "?key=<redacted>");
-        let b = ReadyProbe::build(&config.probes[1], "x", &cx).unwrap();
+        let b = ReadyProbe::build(&config.probes[1], &"x".into(), &cx).unwrap();
         assert_eq!(b.identity.endpoint, "https://<redacted>:8443/health");
     }
 }

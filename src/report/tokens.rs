@@ -47,7 +47,7 @@ pub fn costs_by_probe(config: Option<&crate::config::Config>) -> BTreeMap<String
         .map(|c| {
             c.probes
                 .iter()
-                .filter_map(|p| Some((p.name.clone(), (**p.cost.as_ref()?).clone())))
+                .filter_map(|p| Some((p.name.to_string(), (**p.cost.as_ref()?).clone())))
                 .collect()
         })
         .unwrap_or_default()

@@ -397,7 +397,7 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
         .latest
         .outcomes()
         .into_iter()
-        .filter(|(name, _)| only.is_none_or(|o| o == name))
+        .filter(|(name, _)| only.is_none_or(|o| *o == **name))
         .collect();
     let query = RunQuery {
         probe: only.map(str::to_owned),
@@ -408,12 +408,12 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
         until: now + Duration::from_secs(1),
     };
     let first_runs = s.history.first_runs(&s.location)?;
-    let configured: std::collections::HashSet<&str> = outcomes.iter().map(|(n, _)| n.as_str()).collect();
-    let mut views: HashMap<String, ProbeView> = HashMap::new();
+    let configured: std::collections::HashSet<&str> = outcomes.iter().map(|(n, _)| &**n).collect();
+    let mut views: HashMap<Arc<str>, ProbeView> = HashMap::new();
     s.history.for_each_series(&query, |runs| {
         let name = runs[0].probe.clone();
-        if configured.contains(name.as_str()) {
-            let view = ProbeView::new(&name, &runs, first_runs.get(&name).copied(), firing(&name), now);
+        if configured.contains(&*name) {
+            let view = ProbeView::new(&name, &runs, first_runs.get(&*name).copied(), firing(&name), now);
             views.insert(name, view);
         }
     })?;
@@ -421,7 +421,7 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
         .into_iter()
         .map(|(name, last)| {
             let mut view = views.remove(&name).unwrap_or_else(|| {
-                ProbeView::new(&name, &[], first_runs.get(&name).copied(), firing(&name), now)
+                ProbeView::new(&name, &[], first_runs.get(&*name).copied(), firing(&name), now)
             });
             if let Some(o) = last {
                 view.kind = Some(o.probe.kind.to_owned());

@@ -13,8 +13,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -73,8 +73,9 @@ CREATE INDEX IF NOT EXISTS runs_by_time ON runs (at_ms);
 pub struct RunRecord {
     /// When the run started (wall clock).
     pub at: SystemTime,
-    pub probe: String,
-    pub location: String,
+    /// Shared with the probe's identity: a run record costs no copy of the name.
+    pub probe: Arc<str>,
+    pub location: Arc<str>,
     /// The failure reason's label value; `None` for a successful run.
     pub reason: Option<String>,
     pub message: Option<String>,
@@ -129,8 +130,8 @@ impl RunRecord {
     pub fn to_json(&self) -> serde_json::Value {
         let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
         serde_json::json!({
-            "probe": self.probe,
-            "location": self.location,
+            "probe": &*self.probe,
+            "location": &*self.location,
             "started_at": humantime::format_rfc3339_millis(self.at).to_string(),
             "success": self.success(),
             "reason": self.reason,
@@ -175,9 +176,7 @@ impl crate::stats::Run for RunRecord {
 // Runs are nearly every message: boxing them would cost an allocation per run.
 #[allow(clippy::large_enum_variant)]
 enum Message {
-    /// Boxed: std's bounded channel allocates and touches every slot up front, so
-    /// 16,384 inline records were 4 MB of resident memory even for one idle probe.
-    Run(Box<RunRecord>),
+    Run(RunRecord),
     /// Acknowledged once everything queued before it is committed.
     Flush(SyncSender<()>),
 }
@@ -195,8 +194,14 @@ pub struct HistoryStats {
 }
 
 /// The history's writing end: a bounded queue and the thread that drains it.
+///
+/// The bound is counted here, not by the channel: std's bounded channel allocates and
+/// touches all its slots up front (16,384 even boxed were 0.4 MB resident for one idle
+/// probe), where the unbounded one takes blocks of 31 as messages come.
 pub struct HistoryWriter {
-    tx: Option<SyncSender<Message>>,
+    tx: Option<Sender<Message>>,
+    /// Runs sent and not yet taken by the writer.
+    queued: Arc<AtomicUsize>,
     thread: Option<std::thread::JoinHandle<()>>,
     stats: Arc<HistoryStats>,
     limits: Arc<Mutex<HistoryConfig>>,
@@ -230,7 +235,8 @@ impl HistoryWriter {
                 path: db.to_owned(),
                 source,
             })?;
-        let (tx, rx) = sync_channel(QUEUE);
+        let (tx, rx) = channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(HistoryStats::default());
         let limits = Arc::new(Mutex::new(limits));
         let mut writer = Writer {
@@ -238,6 +244,7 @@ impl HistoryWriter {
             db: db.to_owned(),
             limits: limits.clone(),
             stats: stats.clone(),
+            queued: queued.clone(),
             series: HashMap::new(),
             last_error_log: None,
         };
@@ -248,6 +255,7 @@ impl HistoryWriter {
             .map_err(|source| StoreError::Thread { source })?;
         Ok(HistoryWriter {
             tx: Some(tx),
+            queued,
             thread: Some(thread),
             stats,
             limits,
@@ -258,13 +266,13 @@ impl HistoryWriter {
     /// the run is dropped and counted, so the probes keep their schedule.
     pub fn record(&self, run: RunRecord) -> bool {
         let Some(tx) = &self.tx else { return false };
-        match tx.try_send(Message::Run(Box::new(run))) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                false
-            }
+        let full = self.queued.fetch_add(1, Ordering::AcqRel) >= QUEUE;
+        if full || tx.send(Message::Run(run)).is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
         }
+        true
     }
 
     /// New bounds (a reload); applied at the next check.
@@ -314,8 +322,9 @@ struct Writer {
     db: PathBuf,
     limits: Arc<Mutex<HistoryConfig>>,
     stats: Arc<HistoryStats>,
+    queued: Arc<AtomicUsize>,
     /// location -> probe -> series id: two levels, so a lookup needs no key built.
-    series: HashMap<String, HashMap<String, i64>>,
+    series: HashMap<Arc<str>, HashMap<Arc<str>, i64>>,
     last_error_log: Option<Instant>,
 }
 
@@ -370,10 +379,11 @@ impl Writer {
         let mut acks = Vec::new();
         for m in batch.drain(..) {
             match m {
-                Message::Run(r) => runs.push(*r),
+                Message::Run(r) => runs.push(r),
                 Message::Flush(ack) => acks.push(ack),
             }
         }
+        self.queued.fetch_sub(runs.len(), Ordering::AcqRel);
         if !runs.is_empty() {
             match self.insert(&runs) {
                 Ok(()) => {
@@ -408,12 +418,12 @@ impl Writer {
             for r in runs {
                 let known = self
                     .series
-                    .get(r.location.as_str())
-                    .and_then(|probes| probes.get(r.probe.as_str()));
+                    .get(&r.location)
+                    .and_then(|probes| probes.get(&r.probe));
                 let series = match known {
                     Some(id) => *id,
                     None => {
-                        let id: i64 = find.query_row(params![r.probe, r.location], |row| row.get(0))?;
+                        let id: i64 = find.query_row(params![&*r.probe, r.location], |row| row.get(0))?;
                         self.series
                             .entry(r.location.clone())
                             .or_default()
@@ -604,8 +614,8 @@ fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
             .map(|v| Duration::from_micros(u64::try_from(v).unwrap_or(0))))
     };
     Ok(RunRecord {
-        probe: row.get(0)?,
-        location: row.get(1)?,
+        probe: row.get::<_, String>(0)?.into(),
+        location: row.get::<_, String>(1)?.into(),
         at: from_unix_ms(row.get(2)?),
         reason: row.get(3)?,
         message: row.get(4)?,

@@ -33,7 +33,7 @@ pub fn build_probe(probe_yaml: &str) -> ReadyProbe {
     let text = format!("probes:\n{}", indent(probe_yaml));
     let config = config::parse(&text, Path::new("test.yaml"), &|name| std::env::var(name).ok())
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    ReadyProbe::build(&config.probes[0], "test", &BuildContext::new()).unwrap()
+    ReadyProbe::build(&config.probes[0], &"test".into(), &BuildContext::new()).unwrap()
 }
 
 fn indent(yaml: &str) -> String {

@@ -72,7 +72,7 @@ fn runs_round_trip_and_page_in_start_order() {
     let series = std::cell::RefCell::new(Vec::new());
     reader
         .for_each_series(&q, |runs| {
-            series.borrow_mut().push((runs[0].probe.clone(), runs.len()))
+            series.borrow_mut().push((runs[0].probe.to_string(), runs.len()))
         })
         .unwrap();
     assert_eq!(
@@ -184,4 +184,33 @@ fn disk_use_stays_bounded_under_a_flood() {
     writer.close();
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_full_queue_refuses_runs_and_counts_them_without_blocking() {
+    let dir = temp_dir("full");
+    let store = Store::open(&dir).unwrap();
+    // Another connection holds the write lock: the writer's first commit waits for it
+    // (up to its busy timeout), so runs pile up in the queue meanwhile.
+    let blocker = Connection::open(store.path()).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
+    let t0 = SystemTime::now() - Duration::from_secs(60);
+    // The writer takes at most one batch off the queue before it is stuck.
+    let sent = QUEUE + BATCH + 500;
+    let refused = (0..sent)
+        .filter(|i| !writer.record(sample("a", t0 + Duration::from_millis(*i as u64), true, 100)))
+        .count();
+    assert!(refused >= 500, "refused {refused} of {sent}");
+    assert!(
+        refused <= sent - QUEUE,
+        "refused {refused}: the queue holds {QUEUE}"
+    );
+    assert!(writer.stats().dropped.load(Ordering::Relaxed) >= refused as u64);
+    blocker.execute_batch("ROLLBACK").unwrap();
+    writer.flush();
+    // Once the lock is gone, new runs are taken again.
+    assert!(writer.record(sample("a", SystemTime::now(), true, 100)));
+    writer.flush();
+    assert!(writer.stats().written.load(Ordering::Relaxed) >= 1);
 }
