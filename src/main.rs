@@ -537,12 +537,12 @@ async fn run(
     ExitCode::SUCCESS
 }
 
-/// Writes the log lines that wait for their batch when dropped.
+/// Writes the log lines that wait for their batch when dropped, and later ones at once.
 struct FlushLog;
 
 impl Drop for FlushLog {
     fn drop(&mut self) {
-        cli::logging::batch::flush();
+        cli::logging::batch::stop();
     }
 }
 

@@ -172,7 +172,7 @@ impl Drop for RedactingStderr {
 /// stderr per line was ~3 % of its CPU at 100 runs/s (BENCHMARKS.md). Once
 /// [`batch::start`] is called (by `run`, after start-up), informational lines wait up
 /// to [`batch::WINDOW`] and go out together; a warning or an error goes out at once,
-/// after what waits, so the order holds. [`batch::flush`] at exit; a `kill -9` loses
+/// after what waits, so the order holds. [`batch::stop`] at exit; a `kill -9` loses
 /// at most one window of informational lines.
 pub mod batch {
     use std::io::Write as _;
@@ -221,13 +221,9 @@ pub mod batch {
     }
 
     pub(super) fn write(line: &[u8], urgent: bool) {
-        if !ON.load(Ordering::Relaxed) {
-            let _ = std::io::stderr().lock().write_all(line);
-            return;
-        }
         let mut w = waiting();
-        if urgent || w.len() + line.len() > FULL {
-            // Under the lock, so a batch being written cannot land after this line.
+        // Under the lock, so a batch being written cannot land after this line.
+        if urgent || !ON.load(Ordering::Relaxed) || w.len() + line.len() > FULL {
             let mut err = std::io::stderr().lock();
             let _ = err.write_all(&w);
             let _ = err.write_all(line);
@@ -241,8 +237,18 @@ pub mod batch {
         }
     }
 
-    /// Writes what waits (each window, and at exit).
-    pub fn flush() {
+    /// Writes what waits and every later line at once: for the end of `run`, so a line
+    /// logged after it (a task dropped with the runtime) is not left waiting for a
+    /// window that never comes.
+    pub fn stop() {
+        let mut w = waiting();
+        ON.store(false, Ordering::SeqCst);
+        let _ = std::io::stderr().lock().write_all(&w);
+        w.clear();
+    }
+
+    /// Writes what waits (each window).
+    fn flush() {
         let mut w = waiting();
         let _ = std::io::stderr().lock().write_all(&w);
         w.clear();
