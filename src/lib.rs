@@ -25,6 +25,7 @@ pub mod net;
 pub mod notify;
 pub mod otlp;
 pub mod outcome;
+pub mod output;
 pub mod payload;
 pub mod probe;
 pub mod push;

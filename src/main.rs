@@ -19,7 +19,7 @@ use inferprobe::config::{self, Config, Severity};
 use inferprobe::schedule::Shard;
 use inferprobe::server::{ListenerLimits, PortSettings, WebConfig, WebHandle, raise_descriptor_limit};
 use inferprobe::simulate::{Fault, GrpcFault, Script};
-use inferprobe::{Agent, AgentError, AgentSettings};
+use inferprobe::{Agent, AgentError, AgentSettings, output};
 
 use cli::logging::{LogFormat, init_logging, set_log_secrets};
 use cli::{DEFAULT_DATA_DIR, DEFAULT_PORT, EXIT_BAD_CONFIG, bind_or_exit, load_or_report, log_warnings};
@@ -326,7 +326,18 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    // Before anything else: a SIGHUP from a config manager that starts the agent and
+    // signals it at once must reload, not end it (the default action).
+    let early_hup = EarlyHangup::catch();
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
+    let early_hup = match cli.command {
+        Command::Run { .. } => Some(early_hup),
+        // Any other command ends on a hangup, as a command-line tool does.
+        _ => {
+            early_hup.default_action();
+            None
+        }
+    };
     init_logging(cli.log_format, &cli.log_level);
     let runtime = match runtime(matches!(cli.command, Command::Simulate { .. })) {
         Ok(r) => r,
@@ -345,7 +356,18 @@ fn main() -> ExitCode {
                 drain_timeout,
                 data_dir,
                 port,
-            } => run(&config, listen, location, shard, drain_timeout, data_dir, port).await,
+            } => {
+                let settings = RunArgs {
+                    listen,
+                    location,
+                    shard,
+                    drain: drain_timeout,
+                    data_dir,
+                    port,
+                };
+                let hup = early_hup.expect("caught for run");
+                run(&config, settings, hup).await
+            }
             Command::TestAlert {
                 config,
                 receiver,
@@ -432,15 +454,25 @@ fn exit_for(e: &AgentError) -> ExitCode {
     }
 }
 
-async fn run(
-    path: &Path,
+/// `run`'s flags.
+struct RunArgs {
     listen: Option<SocketAddr>,
     location: Option<String>,
     shard: Option<String>,
     drain: Duration,
     data_dir: Option<PathBuf>,
     port: PortArgs,
-) -> ExitCode {
+}
+
+async fn run(path: &Path, args: RunArgs, early_hup: EarlyHangup) -> ExitCode {
+    let RunArgs {
+        listen,
+        location,
+        shard,
+        drain,
+        data_dir,
+        port,
+    } = args;
     let web_file = port.web_config_file.clone();
     let port = match port.settings() {
         Ok(p) => p,
@@ -460,10 +492,14 @@ async fn run(
         Ok(c) => sharded(c, shard),
         Err(code) => return code,
     };
+    // From here on nothing the agent writes to stderr or stdout can block it: a reader
+    // that stopped costs lines (counted), never a run, the port or a page. (A file
+    // that does not load is reported whole before: that process probes nothing.)
+    let _flush = output::start(false);
     let location = match location_for_run(location, &config) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {e}");
+            output::STDERR.say(&format!("error: {e}"));
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
     };
@@ -487,7 +523,7 @@ async fn run(
     let mut agent = match Agent::start(&config, settings, listener) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: {e}");
+            output::STDERR.say(&format!("error: {e}"));
             return exit_for(&e);
         }
     };
@@ -500,10 +536,9 @@ async fn run(
         data_dir = %data_dir.display(),
         "Agent started."
     );
-    // Lines from here on are written in batches (see `batch`); the guard writes what
+    // Lines from here on may wait for a batch (see `output`); the guard writes what
     // waits however `run` ends.
-    cli::logging::batch::start();
-    let _flush = FlushLog;
+    output::STDERR.set_batching(true);
     // The agent keeps what it runs (each probe's config, built); the parsed file is
     // not needed again until a reload reads the file anew, and at 10,000 probes it is
     // ~20 MB, a third of the memory budget, held for the life of the process otherwise.
@@ -514,9 +549,18 @@ async fn run(
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
     ) else {
-        eprintln!("error: cannot install signal handlers");
+        tracing::error!("Cannot install signal handlers.");
         return ExitCode::FAILURE;
     };
+    // tokio's handler now sees every SIGHUP; one that came while the agent was loading
+    // and starting asks for the file as it is now.
+    if early_hup.take() {
+        tracing::info!("A SIGHUP came while the agent was starting: reloading now.");
+        reload(&mut agent, path, shard);
+        if let Some(file) = &web_file {
+            reload_web(&web, file);
+        }
+    }
     loop {
         tokio::select! {
             _ = hup.recv() => {
@@ -537,12 +581,52 @@ async fn run(
     ExitCode::SUCCESS
 }
 
-/// Writes the log lines that wait for their batch when dropped, and later ones at once.
-struct FlushLog;
+/// SIGHUP from the first line of `main` until tokio's handler takes over: noted, so it
+/// neither ends the process (the default action) nor is lost. Sent 5 ms after exec it
+/// used to kill the agent, which installed its handlers only once loaded.
+struct EarlyHangup {
+    came: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set for commands other than `run`: a hangup then does what it does by default.
+    by_default: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ids: Vec<signal_hook::SigId>,
+}
 
-impl Drop for FlushLog {
-    fn drop(&mut self) {
-        cli::logging::batch::stop();
+impl EarlyHangup {
+    fn catch() -> EarlyHangup {
+        use signal_hook::consts::SIGHUP;
+        let came = std::sync::Arc::default();
+        let by_default = std::sync::Arc::default();
+        // Registration fails only for a forbidden signal, which SIGHUP is not; were it
+        // to fail, the process keeps the default action, as before.
+        let ids = [
+            signal_hook::flag::register(SIGHUP, std::sync::Arc::clone(&came)),
+            signal_hook::flag::register_conditional_default(SIGHUP, std::sync::Arc::clone(&by_default)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        EarlyHangup {
+            came,
+            by_default,
+            ids,
+        }
+    }
+
+    /// A command other than `run`: a hangup ends it as usual, also one already come.
+    fn default_action(self) {
+        use std::sync::atomic::Ordering;
+        self.by_default.store(true, Ordering::SeqCst);
+        if self.came.load(Ordering::SeqCst) {
+            let _ = signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGHUP);
+        }
+    }
+
+    /// Whether a SIGHUP came; from now on tokio's handler alone sees them.
+    fn take(self) -> bool {
+        for id in self.ids {
+            signal_hook::low_level::unregister(id);
+        }
+        self.came.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

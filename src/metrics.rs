@@ -124,6 +124,25 @@ pub struct Metrics {
     accept_errors: Counter,
 }
 
+/// A counter kept outside the agent, by the process (its output streams), read when
+/// the series are written.
+#[derive(Debug)]
+struct ProcessCounter(fn() -> u64);
+
+impl prometheus_client::metrics::TypedMetric for ProcessCounter {
+    const TYPE: prometheus_client::metrics::MetricType = prometheus_client::metrics::MetricType::Counter;
+}
+
+impl prometheus_client::encoding::EncodeMetric for ProcessCounter {
+    fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> std::fmt::Result {
+        encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&(self.0)(), None)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Counter
+    }
+}
+
 /// Labels of the agent's own series (paging): receiver names and closed sets only.
 type AgentLabels = Vec<(&'static str, String)>;
 
@@ -246,6 +265,11 @@ impl Metrics {
             "listener_accept_errors",
             "Failed accepts on the agent's own port (e.g. out of file descriptors); the listener backs off",
             m.accept_errors.clone(),
+        );
+        agent.register(
+            "log_lines_dropped",
+            "Lines the agent did not write to its stderr or stdout because the reader stopped taking them (a full pipe, a blocked log driver): the agent went on probing",
+            ProcessCounter(crate::output::lines_dropped),
         );
         agent.register(
             "build",

@@ -110,7 +110,7 @@ async fn the_default_detail_keeps_every_probe_within_its_series_budget() {
     const LLM: usize = 4 + 12 + 12 + 2;
     const WHOLE_BODY: usize = 4 + 12;
     let expected = pinned(
-        11,
+        12,
         &[
             (Kind::OpenAiChat, LLM),
             (Kind::OpenAiCompletions, LLM),
@@ -149,7 +149,7 @@ async fn the_full_detail_is_counted_too() {
     // runs, up, two timestamps; e2e 12, TTFB 18, phases 2 x 12.
     const WHOLE_BODY: usize = 4 + 12 + 18 + 24;
     let expected = pinned(
-        27,
+        28,
         &[
             (Kind::OpenAiChat, LLM),
             (Kind::OpenAiCompletions, LLM),

@@ -46,6 +46,8 @@ pub async fn run(
             return ExitCode::FAILURE;
         }
     };
+    // The demo runs the agent: a reader of its output that stops must not stop it.
+    let _flush = inferprobe::output::start(true);
     let listener = match bind_or_exit(listen, " (try --listen 127.0.0.1:0)").await {
         Ok(l) => l,
         Err(code) => return code,
@@ -62,7 +64,7 @@ pub async fn run(
     let agent = match Agent::start(&config, settings, listener) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: {e}");
+            inferprobe::output::STDERR.say(&format!("error: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -70,15 +72,12 @@ pub async fn run(
     // would say no probe has a latency target.
     let config_file = data_dir.join("demo-probes.yaml");
     if let Err(e) = std::fs::write(&config_file, &text) {
-        eprintln!("error: cannot write {}: {e}", config_file.display());
+        inferprobe::output::STDERR.say(&format!("error: cannot write {}: {e}", config_file.display()));
         agent.shutdown(Duration::from_secs(5)).await;
         return ExitCode::FAILURE;
     }
     // Whoever reads our output may go away (`demo | head`): that must not stop the demo.
-    let say = |text: String| {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), "{text}");
-    };
+    let say = |text: String| inferprobe::output::STDOUT.say(&text);
     say(format!(
         "inferprobe demo: {} probes against the simulator at http://{}",
         config.probes.len(),

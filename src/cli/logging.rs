@@ -1,6 +1,7 @@
 //! Logging: the tracing subscriber every subcommand logs through, text (fields made
 //! printable) or JSON, on stderr, with the loaded config's secrets removed from every
-//! line.
+//! line. The daemon's lines go through [`output::STDERR`], which never lets a reader
+//! that stopped block the agent.
 
 use std::fmt::Write as _;
 
@@ -8,6 +9,7 @@ use clap::ValueEnum;
 
 use inferprobe::config::Config;
 use inferprobe::human::{is_printable, printable};
+use inferprobe::output;
 use inferprobe::redact::Redactor;
 
 /// `--log-format`.
@@ -124,8 +126,8 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LineWriter {
     }
 }
 
-/// One log line, written to stderr redacted when it is complete (tracing writes each
-/// event through a fresh writer and drops it).
+/// One log line, handed to [`output::STDERR`] redacted when it is complete (tracing
+/// writes each event through a fresh writer and drops it).
 struct RedactingStderr {
     line: Vec<u8>,
     urgent: bool,
@@ -164,94 +166,7 @@ impl Drop for RedactingStderr {
             Some(r) => std::borrow::Cow::Owned(r.clean(&text)),
             None => text,
         };
-        batch::write(text.as_bytes(), self.urgent);
-    }
-}
-
-/// The daemon's log lines in batches: each of its runs logs a line, and a `write` to
-/// stderr per line was ~3 % of its CPU at 100 runs/s (BENCHMARKS.md). Once
-/// [`batch::start`] is called (by `run`, after start-up), informational lines wait up
-/// to [`batch::WINDOW`] and go out together; a warning or an error goes out at once,
-/// after what waits, so the order holds. [`batch::stop`] at exit; a `kill -9` loses
-/// at most one window of informational lines.
-pub mod batch {
-    use std::io::Write as _;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Condvar, Mutex, MutexGuard};
-    use std::time::Duration;
-
-    pub const WINDOW: Duration = Duration::from_millis(200);
-    /// A batch this large goes out at once (a burst of lines holds no more than this).
-    const FULL: usize = 64 << 10;
-
-    static ON: AtomicBool = AtomicBool::new(false);
-    static WAITING: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-    static ARRIVED: Condvar = Condvar::new();
-
-    fn waiting() -> MutexGuard<'static, Vec<u8>> {
-        WAITING.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Starts batching, with a thread that writes each batch one window after its
-    /// first line. Without it (every other subcommand) each line is written at once.
-    /// Batches are written under the lock: a line logged meanwhile waits for the write
-    /// (once per window) rather than overtake it; the buffer is reused, so the thread
-    /// never allocates (nor gets a malloc arena of its own).
-    pub fn start() {
-        if ON.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let started = std::thread::Builder::new()
-            .name("inferprobe-log".into())
-            .spawn(|| {
-                loop {
-                    {
-                        let mut w = waiting();
-                        while w.is_empty() {
-                            w = ARRIVED.wait(w).unwrap_or_else(|p| p.into_inner());
-                        }
-                    }
-                    std::thread::sleep(WINDOW);
-                    flush();
-                }
-            });
-        if started.is_err() {
-            ON.store(false, Ordering::SeqCst);
-        }
-    }
-
-    pub(super) fn write(line: &[u8], urgent: bool) {
-        let mut w = waiting();
-        // Under the lock, so a batch being written cannot land after this line.
-        if urgent || !ON.load(Ordering::Relaxed) || w.len() + line.len() > FULL {
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(&w);
-            let _ = err.write_all(line);
-            w.clear();
-            return;
-        }
-        let first = w.is_empty();
-        w.extend_from_slice(line);
-        if first {
-            ARRIVED.notify_one();
-        }
-    }
-
-    /// Writes what waits and every later line at once: for the end of `run`, so a line
-    /// logged after it (a task dropped with the runtime) is not left waiting for a
-    /// window that never comes.
-    pub fn stop() {
-        let mut w = waiting();
-        ON.store(false, Ordering::SeqCst);
-        let _ = std::io::stderr().lock().write_all(&w);
-        w.clear();
-    }
-
-    /// Writes what waits (each window).
-    fn flush() {
-        let mut w = waiting();
-        let _ = std::io::stderr().lock().write_all(&w);
-        w.clear();
+        output::STDERR.write(text.as_bytes(), self.urgent);
     }
 }
 

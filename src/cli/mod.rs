@@ -32,7 +32,7 @@ pub const DEFAULT_DATA_DIR: &str = "inferprobe-data";
 /// the message (empty, or a space and a suggestion in parentheses).
 pub async fn bind_or_exit(addr: SocketAddr, hint: &str) -> Result<TcpListener, ExitCode> {
     TcpListener::bind(addr).await.map_err(|e| {
-        eprintln!("error: cannot listen on {addr}: {e}{hint}");
+        inferprobe::output::STDERR.say(&format!("error: cannot listen on {addr}: {e}{hint}"));
         ExitCode::FAILURE
     })
 }

@@ -199,7 +199,12 @@ pub fn http_get_raw(addr: &str, target: &[u8], headers: &str) -> (u16, String, S
     s.write_all(&request).unwrap();
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
-    let raw = String::from_utf8_lossy(&raw).into_owned();
+    parse_reply(&raw)
+}
+
+/// (status, head, body) of a raw HTTP reply; status 0 when no head came.
+fn parse_reply(raw: &[u8]) -> (u16, String, String) {
+    let raw = String::from_utf8_lossy(raw).into_owned();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
     let status = head
         .split_whitespace()
@@ -207,6 +212,33 @@ pub fn http_get_raw(addr: &str, target: &[u8], headers: &str) -> (u16, String, S
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     (status, head.to_owned(), body.to_owned())
+}
+
+/// A GET that gives up after `limit` in all (connect, write, read): a frozen server
+/// accepts (the kernel does) but never answers. (status, body); status 0 when no whole
+/// answer came in time.
+pub fn http_get_within(addr: &str, path: &str, limit: Duration) -> (u16, String) {
+    let deadline = std::time::Instant::now() + limit;
+    let Ok(mut s) = TcpStream::connect_timeout(&addr.parse().unwrap(), limit) else {
+        return (0, String::new());
+    };
+    let _ = s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes());
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return (0, String::new());
+        }
+        let _ = s.set_read_timeout(Some(left));
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => return (0, String::new()),
+        }
+    }
+    let (status, _, body) = parse_reply(&raw);
+    (status, body)
 }
 
 /// The real binary running as a daemon; killed on drop.
