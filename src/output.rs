@@ -32,7 +32,9 @@ pub struct Sink {
     /// The writer waits on it for lines; [`Sink::drain`] waits on it for the writer.
     changed: Condvar,
     dropped: AtomicU64,
-    stream: fn() -> Box<dyn Write>,
+    /// Writes to the stream; a plain function, so the writer thread never allocates
+    /// (and gets no malloc arena of its own).
+    stream: fn(&[u8]) -> std::io::Result<()>,
     name: &'static str,
 }
 
@@ -53,8 +55,14 @@ struct Queue {
     told: u64,
 }
 
-pub static STDERR: Sink = Sink::new("stderr", || Box::new(std::io::stderr()));
-pub static STDOUT: Sink = Sink::new("stdout", || Box::new(std::io::stdout()));
+pub static STDERR: Sink = Sink::new("stderr", |b| {
+    let mut s = std::io::stderr().lock();
+    s.write_all(b).and_then(|()| s.flush())
+});
+pub static STDOUT: Sink = Sink::new("stdout", |b| {
+    let mut s = std::io::stdout().lock();
+    s.write_all(b).and_then(|()| s.flush())
+});
 
 /// Lines dropped on every stream since the process started, because its reader did not
 /// take them.
@@ -82,7 +90,7 @@ impl Drop for Started {
 }
 
 impl Sink {
-    const fn new(name: &'static str, stream: fn() -> Box<dyn Write>) -> Sink {
+    const fn new(name: &'static str, stream: fn(&[u8]) -> std::io::Result<()>) -> Sink {
         Sink {
             queue: Mutex::new(Queue {
                 bytes: Vec::new(),
@@ -134,7 +142,7 @@ impl Sink {
         let mut q = self.queue();
         if !q.started {
             // Under the lock, so lines written by several threads do not interleave.
-            let _ = (self.stream)().write_all(line);
+            let _ = (self.stream)(line);
             return;
         }
         if q.bytes.len() + line.len() > CAPACITY {
@@ -186,7 +194,6 @@ impl Sink {
     /// swap, so it allocates only while the queue grows.
     fn write_forever(&self) {
         let mut out = Vec::new();
-        let mut stream = (self.stream)();
         loop {
             {
                 let mut q = self.queue();
@@ -211,7 +218,7 @@ impl Sink {
                 q.urgent = false;
                 q.writing = true;
             }
-            let written = stream.write_all(&out).and_then(|()| stream.flush()).is_ok();
+            let written = (self.stream)(&out).is_ok();
             if !written {
                 // A closed or failing stream: those lines are lost too.
                 let lines = out.iter().filter(|b| **b == b'\n').count();
@@ -268,7 +275,7 @@ mod tests {
     }
 
     static GATE: std::sync::OnceLock<Gate> = std::sync::OnceLock::new();
-    static GATED: Sink = Sink::new("gated", || Box::new(GATE.get().expect("gate").clone()));
+    static GATED: Sink = Sink::new("gated", |b| GATE.get().expect("gate").clone().write_all(b));
 
     #[test]
     fn a_stream_that_blocks_never_blocks_the_writer_of_a_line_and_loses_lines_counted() {
