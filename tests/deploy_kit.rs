@@ -166,30 +166,36 @@ fn critical_alerts_page_and_warnings_go_to_chat() {
             ],
             "chat",
         ),
+        // The burn-rate pages go where the quorum page goes; their tickets to chat.
         (
             &[
-                "alertname=InferenceEndpointSLOBurnRateFast",
+                "alertname=InferenceAvailabilityBudgetBurnFast",
                 "severity=critical",
+                "slo=availability",
                 "probe=x",
             ],
             "pager",
         ),
         (
             &[
-                "alertname=InferenceEndpointSLOBurnRateSlow",
+                "alertname=InferenceAvailabilityBudgetBurnSlow",
                 "severity=warning",
+                "slo=availability",
                 "probe=x",
             ],
             "chat",
         ),
+        // One agent down is the platform's warning; a fleet that cannot form a quorum pages.
         (
             &[
                 "alertname=InferprobeAgentDown",
-                "severity=critical",
+                "severity=warning",
+                "check=scrape_failed",
                 "location=eu-west",
             ],
-            "pager",
+            "chat",
         ),
+        (&["alertname=InferprobeQuorumLost", "severity=critical"], "pager"),
         // `inferprobe test-alert` proves the paging path.
         (
             &["alertname=InferprobeTestAlert", "severity=critical", "probe=x"],
@@ -213,6 +219,21 @@ fn alertmanager_config_groups_by_alert_and_probe_and_keeps_secrets_in_files() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert_eq!(group_by, ["alertname", "probe"]);
+    // The pager groups by probe alone: PagerDuty's dedup key is the group's, so a probe's
+    // quorum page and burn-rate pages are one incident.
+    let pager = at(&config, "route.routes")
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|r| r["receiver"] == "pager")
+        .expect("a route to pager");
+    let pager_group_by: Vec<&str> = pager["group_by"]
+        .as_sequence()
+        .expect("the pager route has its own group_by")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(pager_group_by, ["probe"]);
     let receiver = |name: &str| {
         at(&config, "receivers")
             .as_sequence()
@@ -344,7 +365,8 @@ fn quorum_and_dead_agent_alerts_inhibit_what_they_explain_and_nothing_else() {
         // The agent in ap-south is down: its location's alerts are not about endpoints ...
         labels(&[
             ("alertname", "InferprobeAgentDown"),
-            ("severity", "critical"),
+            ("severity", "warning"),
+            ("check", "scrape_failed"),
             ("location", "ap-south"),
         ]),
         agent("InferenceEndpointDegraded", "embed", "ap-south", "warning"),
@@ -354,11 +376,11 @@ fn quorum_and_dead_agent_alerts_inhibit_what_they_explain_and_nothing_else() {
             ("severity", "critical"),
             ("probe", "rerank"),
         ]),
-        // A dead-agent alert that names no location (absent() over all agents) silences
-        // nothing, not even the other alerts without a location.
-        labels(&[("alertname", "InferprobeAgentDown"), ("severity", "critical")]),
+        // A dead-agent alert that names no location (a target that never reported its
+        // build_info) silences nothing, not even the other alerts without a location.
+        labels(&[("alertname", "InferprobeAgentDown"), ("severity", "warning")]),
         labels(&[
-            ("alertname", "InferenceEndpointSLOBurnRateFast"),
+            ("alertname", "InferenceAvailabilityBudgetBurnFast"),
             ("severity", "critical"),
             ("probe", "embed"),
         ]),
@@ -373,7 +395,7 @@ fn quorum_and_dead_agent_alerts_inhibit_what_they_explain_and_nothing_else() {
         ("InferenceEndpointDegraded/embed/ap-south", true),
         ("InferenceEndpointDownQuorum/rerank/-", false),
         ("InferprobeAgentDown/-/-", false),
-        ("InferenceEndpointSLOBurnRateFast/embed/-", false),
+        ("InferenceAvailabilityBudgetBurnFast/embed/-", false),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

@@ -411,15 +411,30 @@ fn classic_series(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
     series
 }
 
-/// Recording rule name -> the labels its expression keeps (its grouping labels).
+/// Recording rule name -> the labels its expression keeps: its grouping labels, or, for a
+/// rule that does not aggregate (`avg_over_time(other:rule[1h])`), those of the recorded
+/// series it reads.
 fn recorded() -> BTreeMap<String, BTreeSet<String>> {
-    rules()
-        .into_iter()
-        .filter_map(|(_, rule)| {
-            let name = rule["record"].as_str()?.to_owned();
-            Some((name, scan_promql(rule["expr"].as_str().unwrap()).grouping))
-        })
-        .collect()
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (_, rule) in rules() {
+        let Some(name) = rule["record"].as_str() else {
+            continue;
+        };
+        let refs = scan_promql(rule["expr"].as_str().unwrap());
+        let labels = if refs.grouping.is_empty() {
+            // Rules are listed in evaluation order: what it reads is recorded before it.
+            refs.selectors
+                .iter()
+                .filter_map(|(read, _)| out.get(read))
+                .flatten()
+                .cloned()
+                .collect()
+        } else {
+            refs.grouping
+        };
+        out.insert(name.to_owned(), labels);
+    }
+    out
 }
 
 /// Every query of the dashboard: (where, PromQL, the label a label_values() asks for,

@@ -422,7 +422,10 @@ async fn the_shipped_rules_and_dashboard_read_native_ttft_and_total() {
         .unwrap_or(0.0)
     };
     let recorded = |q: &str| query_all(p, q).unwrap_or_default();
-    let ratio = |probe: &str| format!("probe:inferprobe_ttft_over_target:ratio_rate5m{{probe=\"{probe}\"}}");
+    // The per-location rule is the one that reads the histograms; the quorum ratio needs
+    // two locations, and this Prometheus sees one.
+    let ratio =
+        |probe: &str| format!("probe_location:inferprobe_ttft_over_target:ratio_rate5m{{probe=\"{probe}\"}}");
     wait_until(
         "three runs of each probe and the recording rules' results",
         Duration::from_secs(60),
