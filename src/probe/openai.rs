@@ -29,7 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use super::endpoint;
 use super::framing::Event;
-use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
+use super::generation::{
+    EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
+};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Checker, Kind, ProbeConfig, SpecKeys};
@@ -64,15 +66,7 @@ impl OpenAiProbe {
                 Kind::OpenAiChat => Api::Chat,
                 _ => Api::Completions,
             },
-            generation: Generation::build(
-                config,
-                spec,
-                cx,
-                &[
-                    (http::header::CONTENT_TYPE, "application/json"),
-                    (http::header::ACCEPT, "text/event-stream"),
-                ],
-            )?,
+            generation: Generation::build(config, spec, cx, &JSON_IN_SSE_OUT)?,
         })
     }
 

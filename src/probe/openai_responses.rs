@@ -11,8 +11,9 @@
 //! (`input`, `max_output_tokens`, no `stream_options`) and the stream (named events, not
 //! `choices` chunks ended by `[DONE]`) are not chat's, so its parser and its simulator
 //! dialect share no code with chat and completions. What the OpenAI kinds do share is
-//! machinery already: the streaming driver and its SSE framing (generation.rs), the
-//! in-band error's message (endpoint.rs) and the image's data URL (payload).
+//! machinery: the streaming driver, its SSE framing and the request headers
+//! (generation.rs), the in-band error's message (endpoint.rs) and the image's data URL
+//! (payload).
 //!
 //! The whole kind is here: its config `Spec` and the `check` of its keys, the probe
 //! (`build`, the request, `run`), the response parser, the simulator's side of the
@@ -26,7 +27,9 @@ use serde::Serialize;
 
 use super::endpoint;
 use super::framing::Event;
-use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
+use super::generation::{
+    EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
+};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Checker, ProbeConfig, SpecKeys};
@@ -49,15 +52,7 @@ pub struct ResponsesProbe {
 impl ResponsesProbe {
     pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(ResponsesProbe {
-            generation: Generation::build(
-                config,
-                spec,
-                cx,
-                &[
-                    (http::header::CONTENT_TYPE, "application/json"),
-                    (http::header::ACCEPT, "text/event-stream"),
-                ],
-            )?,
+            generation: Generation::build(config, spec, cx, &JSON_IN_SSE_OUT)?,
         })
     }
 
