@@ -187,6 +187,14 @@ pub(crate) struct Protocol {
     pub finish: Option<&'static str>,
 }
 
+/// The request headers of a kind that posts JSON and reads its answer as server-sent
+/// events (OpenAI's three, TGI, llama.cpp): one list, the `accept` matching what the
+/// driver checks the response's content type against.
+pub(crate) static JSON_IN_SSE_OUT: [(http::HeaderName, &str); 2] = [
+    (http::header::CONTENT_TYPE, "application/json"),
+    (http::header::ACCEPT, "text/event-stream"),
+];
+
 /// Finish reasons as one vocabulary across protocols, so that `expect.finish_reason`
 /// (see [`crate::config::ANSWER_FINISH_REASONS`]) and the API read the same for every
 /// kind: the answer ended naturally (`stop`), at the output cap (`length`), to call tools

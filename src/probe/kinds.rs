@@ -27,7 +27,9 @@ use std::sync::Arc;
 
 use super::dialect::Dialect;
 use super::{BuildContext, BuildError, Probe, RunLimits};
-use super::{anthropic, grpc_health, http, kserve_v2, kserve_v2_grpc, llamacpp, ollama, openai, tgi};
+use super::{
+    anthropic, grpc_health, http, kserve_v2, kserve_v2_grpc, llamacpp, ollama, openai, openai_responses, tgi,
+};
 use crate::config::{Checker, Key, ProbeConfig, SpecKeys};
 use crate::outcome::Observation;
 
@@ -122,7 +124,7 @@ impl Kind {
         match self {
             Kind::OpenAiChat => &[&openai::simulator::Chat],
             Kind::OpenAiCompletions => &[&openai::simulator::Completions],
-            Kind::OpenAiResponses => &[&openai::simulator::Responses],
+            Kind::OpenAiResponses => &[&openai_responses::simulator::Responses],
             Kind::Ollama => &[&ollama::simulator::Chat, &ollama::simulator::Generate],
             Kind::Tgi => &[&tgi::simulator::GenerateStream],
             Kind::LlamaCpp => &[&llamacpp::simulator::Completion],
@@ -150,9 +152,9 @@ impl Kind {
 /// holding the `Spec` defined in that module.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KindSpec {
-    /// `openai_chat`, `openai_completions`, `openai_responses` (which one is
-    /// [`ProbeConfig::kind`]).
+    /// `openai_chat`, `openai_completions` (which one is [`ProbeConfig::kind`]).
     OpenAi(openai::Spec),
+    OpenAiResponses(openai_responses::Spec),
     Ollama(ollama::Spec),
     Tgi(tgi::Spec),
     LlamaCpp(llamacpp::Spec),
@@ -177,9 +179,8 @@ pub(crate) fn check_spec(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Kin
         keys.refuse(cx, &[Key::Service]);
     }
     match keys.kind {
-        Kind::OpenAiChat | Kind::OpenAiCompletions | Kind::OpenAiResponses => {
-            openai::check(cx, keys).map(KindSpec::OpenAi)
-        }
+        Kind::OpenAiChat | Kind::OpenAiCompletions => openai::check(cx, keys).map(KindSpec::OpenAi),
+        Kind::OpenAiResponses => openai_responses::check(cx, keys).map(KindSpec::OpenAiResponses),
         Kind::Ollama => ollama::check(cx, keys).map(KindSpec::Ollama),
         Kind::Tgi => tgi::check(cx, keys).map(KindSpec::Tgi),
         Kind::LlamaCpp => llamacpp::check(cx, keys).map(KindSpec::LlamaCpp),
@@ -195,6 +196,7 @@ pub(crate) fn check_spec(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Kin
 /// inline, every built probe took the largest kind's (~380 bytes).
 pub enum AnyProbe {
     OpenAi(Box<openai::OpenAiProbe>),
+    OpenAiResponses(Box<openai_responses::ResponsesProbe>),
     Ollama(Box<ollama::OllamaProbe>),
     Tgi(Box<tgi::TgiProbe>),
     LlamaCpp(Box<llamacpp::LlamaCppProbe>),
@@ -212,6 +214,9 @@ impl AnyProbe {
             KindSpec::OpenAi(spec) => {
                 AnyProbe::OpenAi(Box::new(openai::OpenAiProbe::build(config, spec, cx)?))
             }
+            KindSpec::OpenAiResponses(spec) => AnyProbe::OpenAiResponses(Box::new(
+                openai_responses::ResponsesProbe::build(config, spec, cx)?,
+            )),
             KindSpec::Ollama(spec) => {
                 AnyProbe::Ollama(Box::new(ollama::OllamaProbe::build(config, spec, cx)?))
             }
@@ -243,6 +248,7 @@ impl Probe for AnyProbe {
     async fn run(&self, limits: &RunLimits) -> Observation {
         match self {
             AnyProbe::OpenAi(p) => Box::pin(p.run(limits)).await,
+            AnyProbe::OpenAiResponses(p) => Box::pin(p.run(limits)).await,
             AnyProbe::Ollama(p) => Box::pin(p.run(limits)).await,
             AnyProbe::Tgi(p) => Box::pin(p.run(limits)).await,
             AnyProbe::LlamaCpp(p) => Box::pin(p.run(limits)).await,
@@ -267,7 +273,7 @@ pub(crate) fn event_parser(kind: Kind) -> Option<EventParser> {
     let parser: EventParser = match kind {
         Kind::OpenAiChat => |event| openai::parse_event(event, true),
         Kind::OpenAiCompletions => |event| openai::parse_event(event, false),
-        Kind::OpenAiResponses => openai::parse_responses_event,
+        Kind::OpenAiResponses => openai_responses::parse_responses_event,
         Kind::Ollama => ollama::parse_line,
         Kind::Tgi => tgi::parse_event,
         Kind::LlamaCpp => llamacpp::parse_event,

@@ -23,7 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use super::endpoint::{in_band_error, json_error_message};
 use super::framing::Event;
-use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
+use super::generation::{
+    EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
+};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Checker, ProbeConfig, SpecKeys};
@@ -44,15 +46,7 @@ pub struct LlamaCppProbe {
 impl LlamaCppProbe {
     pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(LlamaCppProbe {
-            generation: Generation::build(
-                config,
-                spec,
-                cx,
-                &[
-                    (http::header::CONTENT_TYPE, "application/json"),
-                    (http::header::ACCEPT, "text/event-stream"),
-                ],
-            )?,
+            generation: Generation::build(config, spec, cx, &JSON_IN_SSE_OUT)?,
         })
     }
 }

@@ -24,6 +24,7 @@ pub mod kserve_v2_grpc;
 pub mod llamacpp;
 pub mod ollama;
 pub mod openai;
+pub mod openai_responses;
 pub(crate) mod tensors;
 pub mod tgi;
 pub mod trace;

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use super::framing::Event;
-use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
+use super::generation::{
+    EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
+};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Checker, ProbeConfig, SpecKeys};
@@ -37,15 +39,7 @@ pub struct TgiProbe {
 impl TgiProbe {
     pub fn build(config: &Arc<ProbeConfig>, spec: &Spec, cx: &BuildContext) -> Result<Self, BuildError> {
         Ok(TgiProbe {
-            generation: Generation::build(
-                config,
-                spec,
-                cx,
-                &[
-                    (http::header::CONTENT_TYPE, "application/json"),
-                    (http::header::ACCEPT, "text/event-stream"),
-                ],
-            )?,
+            generation: Generation::build(config, spec, cx, &JSON_IN_SSE_OUT)?,
         })
     }
 }
