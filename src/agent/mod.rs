@@ -177,6 +177,7 @@ impl Agent {
                 location: location.clone(),
                 started_at: SystemTime::now(),
                 board: Arc::default(),
+                probe_list: Arc::default(),
             },
             port,
             server_shutdown.clone(),

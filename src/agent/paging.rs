@@ -35,6 +35,11 @@ struct PagingState {
     /// is published only after a commit.
     unsaved: Unsaved,
     last_commit: Instant,
+    /// Commits that failed in a row (a full or failing disk), and when the next may be
+    /// tried: retried at once, each failure would be another transaction and another
+    /// error line, ~800 a second once the board is due (measured on a full tmpfs).
+    failed_commits: u32,
+    retry_at: Option<Instant>,
     last_publish: Instant,
     /// Committed changes the published board does not show yet.
     board_stale: bool,
@@ -68,7 +73,26 @@ impl Unsaved {
     fn is_empty(&self) -> bool {
         self.notifications.is_empty() && self.saved.is_empty()
     }
+
+    /// What was decided after `self`: its notifications come after, its states win.
+    fn append(&mut self, later: Unsaved) {
+        self.notifications.extend(later.notifications);
+        self.saved.extend(later.saved);
+    }
 }
+
+impl PagingState {
+    /// Whether a commit may be tried now (not while waiting after failed ones).
+    fn may_retry(&self) -> bool {
+        self.retry_at.is_none_or(|t| Instant::now() >= t)
+    }
+}
+
+/// The wait after a failed commit, doubling with each failure in a row up to
+/// [`RETRY_MAX`]: a disk that was full a moment takes the page a moment late, one that
+/// stays full costs a transaction every few seconds.
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// How long decisions may wait to be committed. Committing once per run costs a
 /// transaction per run, and republishing the board once per run is O(firing alerts):
@@ -124,6 +148,8 @@ impl Paging {
                 alerting,
                 unsaved: Unsaved::default(),
                 last_commit: Instant::now(),
+                failed_commits: 0,
+                retry_at: None,
                 last_publish: Instant::now(),
                 board_stale: false,
             }),
@@ -213,7 +239,7 @@ impl Paging {
         let mut state = self.state.lock().expect("paging lock");
         let changes = state.alerting.observe(outcome, now);
         state.unsaved.fold(changes);
-        if state.last_commit.elapsed() >= COMMIT_WINDOW {
+        if state.last_commit.elapsed() >= COMMIT_WINDOW && state.may_retry() {
             self.commit_blocking(&mut state, now);
         }
     }
@@ -221,11 +247,23 @@ impl Paging {
     /// How long until something waiting is due: a commit, or a republish of the board.
     pub(super) fn next_due(&self) -> Option<Duration> {
         let state = self.state.lock().expect("paging lock");
-        let commit =
-            (!state.unsaved.is_empty()).then(|| COMMIT_WINDOW.saturating_sub(state.last_commit.elapsed()));
-        let publish = state
-            .board_stale
-            .then(|| PUBLISH_EVERY.saturating_sub(state.last_publish.elapsed()));
+        let retry = state
+            .retry_at
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(Instant::now()));
+        let commit = (!state.unsaved.is_empty()).then(|| {
+            COMMIT_WINDOW
+                .saturating_sub(state.last_commit.elapsed())
+                .max(retry)
+        });
+        // The board waits for what it shows to be committed.
+        let publish = state.board_stale.then(|| {
+            let publish = PUBLISH_EVERY.saturating_sub(state.last_publish.elapsed());
+            if state.unsaved.is_empty() {
+                publish
+            } else {
+                publish.max(retry)
+            }
+        });
         commit.into_iter().chain(publish).min()
     }
 
@@ -236,7 +274,8 @@ impl Paging {
         let publish_due = state.board_stale && (all || state.last_publish.elapsed() >= PUBLISH_EVERY);
         // The board shows the state machine as it is now, so whatever it decided is
         // committed first: nothing may be visible that a crash could take back.
-        if all || publish_due || state.last_commit.elapsed() >= COMMIT_WINDOW {
+        if (all || publish_due || state.last_commit.elapsed() >= COMMIT_WINDOW) && (all || state.may_retry())
+        {
             self.commit_blocking(&mut state, now);
         }
         if state.board_stale
@@ -298,9 +337,28 @@ impl Paging {
         let saved: Vec<(String, Option<String>)> =
             all.saved.iter().map(|(p, v)| (p.clone(), v.clone())).collect();
         if let Err(e) = self.store.commit(&self.location, &saved, &rows, now) {
-            tracing::error!(error = %e, pending = all.notifications.len(), "Cannot save alert state and notifications; retrying with the next run.");
-            state.unsaved = all;
+            state.failed_commits += 1;
+            let wait = RETRY_FIRST
+                .saturating_mul(1 << (state.failed_commits - 1).min(16))
+                .min(RETRY_MAX);
+            state.retry_at = Some(Instant::now() + wait);
+            // Said on the first failure and then as the waits double: a disk that stays
+            // full is a handful of lines, not one per try.
+            if state.failed_commits.is_power_of_two() {
+                tracing::error!(error = %e, pending = all.notifications.len(), failures = state.failed_commits, retry_in = ?wait, "Cannot save alert state and notifications; retrying, nothing is lost meanwhile.");
+            }
+            // In front of what was decided since: the order of the pages holds.
+            let later = std::mem::replace(&mut state.unsaved, all);
+            state.unsaved.append(later);
             return;
+        }
+        if state.failed_commits > 0 {
+            tracing::info!(
+                failures = state.failed_commits,
+                "Alert state and notifications saved again."
+            );
+            state.failed_commits = 0;
+            state.retry_at = None;
         }
         if !all.notifications.is_empty() || state.last_publish.elapsed() >= PUBLISH_EVERY {
             self.publish_board(state, now);
@@ -336,5 +394,70 @@ impl Paging {
 
     pub(super) fn stop(&self) {
         self.receivers.lock().expect("receivers lock").cancel_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store whose commits fail (its table gone, as a full or broken disk fails them),
+    /// then work again.
+    #[test]
+    fn failed_commits_wait_doubling_and_lose_nothing() {
+        let dir = std::env::temp_dir().join(format!("inferprobe-paging-retry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Arc::new(Store::open(&dir).unwrap());
+        let metrics = Arc::new(Metrics::new("here"));
+        let paging = Paging::open(store, "here", "http://agent", metrics).unwrap();
+        let db = rusqlite::Connection::open(dir.join(crate::store::DB_FILE)).unwrap();
+        db.execute_batch("ALTER TABLE alert_state RENAME TO away")
+            .unwrap();
+        let decide = |probe: &str| {
+            let mut state = paging.state.lock().unwrap();
+            state
+                .unsaved
+                .saved
+                .insert(probe.to_owned(), Some("{}".to_owned()));
+            state.last_commit = Instant::now() - Duration::from_secs(1);
+            // The board is due too: it used to make every retry due at once.
+            state.board_stale = true;
+            state.last_publish = Instant::now() - Duration::from_secs(10);
+        };
+        decide("a");
+        paging.settle(false);
+        let first = paging.next_due().expect("a retry is pending");
+        assert!(first > Duration::from_millis(100), "retried at once: {first:?}");
+        // Not due yet: settle tries nothing (the count stays).
+        paging.settle(false);
+        assert_eq!(paging.state.lock().unwrap().failed_commits, 1);
+        // Due: tried, failed again, and the wait doubled.
+        paging.state.lock().unwrap().retry_at = Some(Instant::now());
+        decide("b");
+        paging.settle(false);
+        let second = paging.next_due().unwrap();
+        assert_eq!(paging.state.lock().unwrap().failed_commits, 2);
+        assert!(
+            second > first + Duration::from_millis(100),
+            "{first:?} then {second:?}"
+        );
+        // The disk is back: both decisions are saved, in one commit.
+        db.execute_batch("ALTER TABLE away RENAME TO alert_state")
+            .unwrap();
+        paging.state.lock().unwrap().retry_at = Some(Instant::now());
+        paging.settle(false);
+        let state = paging.state.lock().unwrap();
+        assert_eq!(state.failed_commits, 0);
+        assert!(state.unsaved.is_empty());
+        drop(state);
+        let saved: Vec<String> = paging
+            .store
+            .alert_states("here")
+            .unwrap()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(saved, ["a", "b"]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
