@@ -554,21 +554,19 @@ async fn run(path: &Path, args: RunArgs, early_hup: EarlyHangup) -> ExitCode {
     };
     // tokio's handler now sees every SIGHUP; one that came while the agent was loading
     // and starting asks for the file as it is now.
-    if early_hup.take() {
-        tracing::info!("A SIGHUP came while the agent was starting: reloading now.");
-        reload(&mut agent, path, shard);
+    let hangup = |agent: &mut Agent| {
+        reload(agent, path, shard);
         if let Some(file) = &web_file {
             reload_web(&web, file);
         }
+    };
+    if early_hup.take() {
+        tracing::info!("A SIGHUP came while the agent was starting: reloading now.");
+        hangup(&mut agent);
     }
     loop {
         tokio::select! {
-            _ = hup.recv() => {
-                reload(&mut agent, path, shard);
-                if let Some(file) = &web_file {
-                    reload_web(&web, file);
-                }
-            }
+            _ = hup.recv() => hangup(&mut agent),
             _ = term.recv() => break,
             _ = int.recv() => break,
         }

@@ -183,14 +183,20 @@ fn hangup_after(
     // its SIGSEGV handler as its first step, before `main`: from then on what happens is
     // the agent's own doing. Old agents, which caught SIGHUP only once loaded, die here.
     // (For a few microseconds after spawn() returns, exec has not yet reset the handlers
-    // copied from this test: the handler counts only once seen reset.)
-    let runtime_started = Duration::from_micros(100);
+    // copied from this test: the handler counts once seen reset, or once read well after
+    // exec returned, when the reset is surely done. This thread may itself be held off
+    // the CPU past the reset window on a busy machine.)
+    // Then a millisecond more: the agent's first line comes microseconds after the
+    // runtime's handler, but on a busy 2-core machine the process may be held off the
+    // CPU in between; an agent that catches SIGHUP only once loaded is far from ready.
+    let runtime_started = Duration::from_millis(1);
+    let exec_done = Duration::from_millis(1);
     let segv = 1 << (11 - 1);
     let (mut reset, mut started_at) = (false, None);
     loop {
         let elapsed = execed.elapsed();
         let caught = caught_signals(&pid);
-        reset |= caught.is_some_and(|m| m & segv == 0);
+        reset |= caught.is_some_and(|m| m & segv == 0) || elapsed >= exec_done;
         if reset && started_at.is_none() && caught.is_some_and(|m| m & segv != 0) {
             started_at = Some(elapsed);
         }
