@@ -67,14 +67,12 @@ pub struct ServerState {
     pub probe_list: Arc<ProbeListCache>,
 }
 
-type Board = Arc<(AgentView, Vec<ProbeView>)>;
-
-/// The status page's figures, reused for a few seconds and rebuilt by one request at a
-/// time: a dozen people watching the page during an incident must not each re-read a
-/// week of history.
+/// The status page, reused for a few seconds and rebuilt by one request at a time: a
+/// dozen people watching the page during an incident must not each re-read a week of
+/// history, nor each hold a copy of its HTML.
 #[derive(Default)]
 pub struct BoardCache {
-    cached: Mutex<Option<(Instant, Board)>>,
+    cached: Mutex<Option<(Instant, bytes::Bytes)>>,
     building: tokio::sync::Mutex<()>,
 }
 
@@ -99,7 +97,7 @@ impl ProbeListCache {
     }
 }
 
-/// How long the status page's figures are reused.
+/// How long the status page is reused.
 const BOARD_TTL: Duration = Duration::from_secs(5);
 /// Runs on a probe's page.
 const RECENT_RUNS: usize = 100;
@@ -362,23 +360,28 @@ async fn status_page(State(s): State<ServerState>) -> Response {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .filter(|(at, _)| at.elapsed() < BOARD_TTL)
-            .map(|(_, b)| b.clone())
+            .map(|(_, html)| html.clone())
     };
-    let board = match fresh(&s) {
-        Some(b) => b,
+    let html = match fresh(&s) {
+        Some(html) => html,
         None => {
-            // One rebuild at a time: whoever waited finds the fresh board.
+            // One rebuild at a time: whoever waited finds the fresh page.
             let _building = s.board.building.lock().await;
             match fresh(&s) {
-                Some(b) => b,
+                Some(html) => html,
                 None => {
+                    // Built and rendered off the worker, once for every reader of the
+                    // next seconds: at 10,000 probes the page is 12 MB of HTML, and 50
+                    // slow readers rendering one each held 0.9 GB.
                     let s2 = s.clone();
-                    match tokio::task::spawn_blocking(move || board(&s2, None)).await {
-                        Ok(Ok(b)) => {
-                            let b = Arc::new(b);
+                    let rendered = tokio::task::spawn_blocking(move || {
+                        board(&s2, None).map(|b| bytes::Bytes::from(page::index(&b.0, &b.1)))
+                    });
+                    match rendered.await {
+                        Ok(Ok(html)) => {
                             *s.board.cached.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some((Instant::now(), b.clone()));
-                            b
+                                Some((Instant::now(), html.clone()));
+                            html
                         }
                         Ok(Err(e)) => return history_error(&e),
                         Err(e) => return internal(&e.to_string()),
@@ -387,12 +390,8 @@ async fn status_page(State(s): State<ServerState>) -> Response {
             }
         }
     };
-    // Rendered off the worker and sent in pieces, as the probe list (see `paced`): at
-    // 10,000 probes the page is megabytes of HTML.
-    match tokio::task::spawn_blocking(move || page::index(&board.0, &board.1)).await {
-        Ok(html) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], paced(html)).into_response(),
-        Err(e) => internal(&e.to_string()),
-    }
+    // Sent in pieces, as the probe list (see `paced`).
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], paced(html)).into_response()
 }
 
 async fn probe_page(State(s): State<ServerState>, Path(name): Path<String>) -> Response {
