@@ -164,7 +164,7 @@ fn hangup_after(
     dir: &std::path::Path,
 ) -> (Killed, String, Vec<String>) {
     let addr = free_addr();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+    let child = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
         .args(["--log-format", "json", "run", "--listen", &addr, "-c"])
         .arg(config)
         .arg("--data-dir")
@@ -177,6 +177,8 @@ fn hangup_after(
     // spawn() returns once exec has succeeded: the clock starts at exec.
     let execed = Instant::now();
     let pid = child.id().to_string();
+    // Killed however this ends, a failed assertion included.
+    let mut child = Killed(child);
     // Not before any code of the binary runs: until then a SIGHUP ends any program, and
     // on a 2-core VM the kernel and the dynamic loader take 0.4 ms (a static C program)
     // to 1-2 ms (this binary, debug or release) to get there. Rust's runtime installs
@@ -207,7 +209,7 @@ fn hangup_after(
         std::thread::sleep(Duration::from_micros(20));
     }
     let sent_at = execed.elapsed();
-    let stderr = child.stderr.take().unwrap();
+    let stderr = child.0.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -220,7 +222,6 @@ fn hangup_after(
     );
     let killed = Command::new("kill").args(["-HUP", &pid]).status().unwrap();
     assert!(killed.success());
-    let mut child = Killed(child);
     let mut lines = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     // Started, then the reload the early SIGHUP asked for.
