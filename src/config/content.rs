@@ -2,15 +2,22 @@
 //! image catalogue and image files, and `kserve_v2` input tensors; the types and their
 //! checks. The bytes themselves are made by payload/ when a probe is built.
 
+use schemars::{Schema, SchemaGenerator, json_schema};
+use serde::de::{self, Deserializer, Visitor};
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::fmt;
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::check::{Checker, file_message};
+use super::diagnostics::Diagnostics;
+use super::files;
+use super::formats::{closed_set, schema_type};
 use super::positions::{closest, not_one_of, suggest};
-use super::raw::{RawImages, RawInput, RawPrompts};
-use super::{Kind, MAX_TENSOR_ELEMENTS, files};
+use super::values::file_message;
+use crate::probe::kinds::Kind;
 
 /// Prompt length buckets, by estimated tokens: short < 64, medium 64-256, long > 256.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, JsonSchema)]
@@ -189,411 +196,414 @@ pub enum TensorData {
     ImagePixels { channels_first: bool },
 }
 
-impl Checker<'_> {
-    pub(crate) fn tensor_input(
-        &mut self,
-        probe: Option<&str>,
-        prefix: &str,
-        raw: Option<RawInput>,
-        images: Option<&Images>,
-    ) -> Option<TensorInput> {
-        let key = format!("{prefix}.input");
-        let Some(raw) = raw else {
-            self.error(probe, &key, "kind kserve_v2 needs an `input` tensor");
-            return None;
+pub(crate) fn tensor_input(
+    cx: &mut Diagnostics,
+    probe: Option<&str>,
+    prefix: &str,
+    raw: Option<RawInput>,
+    images: Option<&Images>,
+) -> Option<TensorInput> {
+    let key = format!("{prefix}.input");
+    let Some(raw) = raw else {
+        cx.error(probe, &key, "kind kserve_v2 needs an `input` tensor");
+        return None;
+    };
+    let datatype = raw.datatype.to_ascii_uppercase();
+    if !TENSOR_DATATYPES.contains(&datatype.as_str()) {
+        // The names other frameworks give these types (numpy, torch, ONNX).
+        let alias = match datatype.as_str() {
+            "FLOAT" | "FLOAT32" => Some("FP32"),
+            "HALF" | "FLOAT16" => Some("FP16"),
+            "DOUBLE" | "FLOAT64" => Some("FP64"),
+            "BFLOAT16" => Some("BF16"),
+            "INT" => Some("INT32"),
+            "LONG" => Some("INT64"),
+            "STRING" | "STR" => Some("BYTES"),
+            _ => None,
         };
-        let datatype = raw.datatype.to_ascii_uppercase();
-        if !TENSOR_DATATYPES.contains(&datatype.as_str()) {
-            // The names other frameworks give these types (numpy, torch, ONNX).
-            let alias = match datatype.as_str() {
-                "FLOAT" | "FLOAT32" => Some("FP32"),
-                "HALF" | "FLOAT16" => Some("FP16"),
-                "DOUBLE" | "FLOAT64" => Some("FP64"),
-                "BFLOAT16" => Some("BF16"),
-                "INT" => Some("INT32"),
-                "LONG" => Some("INT64"),
-                "STRING" | "STR" => Some("BYTES"),
-                _ => None,
-            };
-            let list = TENSOR_DATATYPES.join(", ");
-            let message = match alias
-                .map(str::to_owned)
-                .or_else(|| closest(&datatype, TENSOR_DATATYPES))
-            {
-                Some(s) => format!("`{}` is not one of {list}; did you mean `{s}`?", raw.datatype),
-                None => format!("`{}` is not one of {list}", raw.datatype),
-            };
-            self.error(probe, &format!("{key}.datatype"), message);
-            return None;
-        }
-        if raw.shape.is_empty() || raw.shape.iter().any(|d| *d < 1) {
-            self.error(probe, &format!("{key}.shape"), "dimensions must be 1 or more");
-            return None;
-        }
-        let elements = raw.shape.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
-        let Some(elements) = elements.filter(|e| *e <= MAX_TENSOR_ELEMENTS) else {
-            self.error(
-                probe,
-                &format!("{key}.shape"),
-                format!("more than {MAX_TENSOR_ELEMENTS} elements"),
-            );
-            return None;
+        let list = TENSOR_DATATYPES.join(", ");
+        let message = match alias
+            .map(str::to_owned)
+            .or_else(|| closest(&datatype, TENSOR_DATATYPES))
+        {
+            Some(s) => format!("`{}` is not one of {list}; did you mean `{s}`?", raw.datatype),
+            None => format!("`{}` is not one of {list}", raw.datatype),
         };
-        let data = match (raw.data, raw.image.as_deref()) {
-            (Some(values), None) => {
-                if values.len() as i64 != elements {
-                    self.error(
-                        probe,
-                        &format!("{key}.data"),
-                        format!(
-                            "{} values for shape {:?}, which holds {elements}",
-                            values.len(),
-                            raw.shape
-                        ),
-                    );
-                    return None;
-                }
-                TensorData::Literal(values)
-            }
-            (None, Some(how)) => {
-                if images.is_none() {
-                    self.error(probe, &format!("{key}.image"), "set the probe's `images` to send");
-                    return None;
-                }
-                match how {
-                    "bytes" if datatype == "BYTES" => TensorData::ImageBytes,
-                    "bytes" => {
-                        self.error(
-                            probe,
-                            &format!("{key}.datatype"),
-                            "encoded image bytes travel as BYTES",
-                        );
-                        return None;
-                    }
-                    "pixels" => {
-                        let channels_first = match raw.layout.as_deref().unwrap_or("NHWC") {
-                            "NHWC" => false,
-                            "NCHW" => true,
-                            other => {
-                                self.error(
-                                    probe,
-                                    &format!("{key}.layout"),
-                                    not_one_of(other, &["NHWC", "NCHW"]),
-                                );
-                                return None;
-                            }
-                        };
-                        let channels = if channels_first {
-                            raw.shape.get(1)
-                        } else {
-                            raw.shape.get(3)
-                        };
-                        if raw.shape.len() != 4 || raw.shape[0] != 1 || channels != Some(&3) {
-                            self.error(
-                                probe,
-                                &format!("{key}.shape"),
-                                "pixels need a shape [1, H, W, 3] (NHWC) or [1, 3, H, W] (NCHW)",
-                            );
-                            return None;
-                        }
-                        if !matches!(datatype.as_str(), "UINT8" | "FP32") {
-                            self.error(
-                                probe,
-                                &format!("{key}.datatype"),
-                                "pixels travel as UINT8 (0-255) or FP32 (0-1)",
-                            );
-                            return None;
-                        }
-                        TensorData::ImagePixels { channels_first }
-                    }
-                    other => {
-                        self.error(
-                            probe,
-                            &format!("{key}.image"),
-                            not_one_of(other, &["bytes", "pixels"]),
-                        );
-                        return None;
-                    }
-                }
-            }
-            _ => {
-                self.error(probe, &key, "set exactly one of `data` or `image`");
+        cx.error(probe, &format!("{key}.datatype"), message);
+        return None;
+    }
+    if raw.shape.is_empty() || raw.shape.iter().any(|d| *d < 1) {
+        cx.error(probe, &format!("{key}.shape"), "dimensions must be 1 or more");
+        return None;
+    }
+    let elements = raw.shape.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
+    let Some(elements) = elements.filter(|e| *e <= MAX_TENSOR_ELEMENTS) else {
+        cx.error(
+            probe,
+            &format!("{key}.shape"),
+            format!("more than {MAX_TENSOR_ELEMENTS} elements"),
+        );
+        return None;
+    };
+    let data = match (raw.data, raw.image.as_deref()) {
+        (Some(values), None) => {
+            if values.len() as i64 != elements {
+                cx.error(
+                    probe,
+                    &format!("{key}.data"),
+                    format!(
+                        "{} values for shape {:?}, which holds {elements}",
+                        values.len(),
+                        raw.shape
+                    ),
+                );
                 return None;
             }
-        };
-        Some(TensorInput {
-            name: raw.name,
-            datatype,
-            shape: raw.shape,
-            data,
-        })
-    }
-
-    pub(crate) fn images(
-        &mut self,
-        probe: Option<&str>,
-        prefix: &str,
-        kind: Kind,
-        raw: RawImages,
-    ) -> Option<Images> {
-        let key = format!("{prefix}.images");
-        if !kind.takes_images() {
-            self.error(
-                probe,
-                &key,
-                format!("kind {} does not take images", kind.as_str()),
-            );
+            TensorData::Literal(values)
+        }
+        (None, Some(how)) => {
+            if images.is_none() {
+                cx.error(probe, &format!("{key}.image"), "set the probe's `images` to send");
+                return None;
+            }
+            match how {
+                "bytes" if datatype == "BYTES" => TensorData::ImageBytes,
+                "bytes" => {
+                    cx.error(
+                        probe,
+                        &format!("{key}.datatype"),
+                        "encoded image bytes travel as BYTES",
+                    );
+                    return None;
+                }
+                "pixels" => {
+                    let channels_first = match raw.layout.as_deref().unwrap_or("NHWC") {
+                        "NHWC" => false,
+                        "NCHW" => true,
+                        other => {
+                            cx.error(
+                                probe,
+                                &format!("{key}.layout"),
+                                not_one_of(other, &["NHWC", "NCHW"]),
+                            );
+                            return None;
+                        }
+                    };
+                    let channels = if channels_first {
+                        raw.shape.get(1)
+                    } else {
+                        raw.shape.get(3)
+                    };
+                    if raw.shape.len() != 4 || raw.shape[0] != 1 || channels != Some(&3) {
+                        cx.error(
+                            probe,
+                            &format!("{key}.shape"),
+                            "pixels need a shape [1, H, W, 3] (NHWC) or [1, 3, H, W] (NCHW)",
+                        );
+                        return None;
+                    }
+                    if !matches!(datatype.as_str(), "UINT8" | "FP32") {
+                        cx.error(
+                            probe,
+                            &format!("{key}.datatype"),
+                            "pixels travel as UINT8 (0-255) or FP32 (0-1)",
+                        );
+                        return None;
+                    }
+                    TensorData::ImagePixels { channels_first }
+                }
+                other => {
+                    cx.error(
+                        probe,
+                        &format!("{key}.image"),
+                        not_one_of(other, &["bytes", "pixels"]),
+                    );
+                    return None;
+                }
+            }
+        }
+        _ => {
+            cx.error(probe, &key, "set exactly one of `data` or `image`");
             return None;
         }
-        let mut sources = Vec::new();
-        if raw.builtin.as_ref().is_some_and(Vec::is_empty)
-            || raw.files.as_ref().is_some_and(Vec::is_empty)
-            || raw.list.as_ref().is_some_and(Vec::is_empty)
-        {
-            self.error(probe, &key, "an empty list of images");
-        }
-        for (i, name) in raw.builtin.iter().flatten().enumerate() {
-            match BUILTIN_IMAGES.iter().find(|b| b.name == name) {
-                Some(b) => sources.push(ImageSource::Builtin(*b)),
-                None => {
-                    let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
-                    let message = match suggest(name, &names) {
-                        Some(s) => format!("no built-in image `{name}`; did you mean `{s}`?"),
-                        None => format!(
-                            "no built-in image `{name}`; the built-in images are {}",
-                            names.join(", ")
-                        ),
-                    };
-                    self.error(probe, &format!("{key}.builtin[{i}]"), message);
-                }
+    };
+    Some(TensorInput {
+        name: raw.name,
+        datatype,
+        shape: raw.shape,
+        data,
+    })
+}
+
+pub(crate) fn images(
+    cx: &mut Diagnostics,
+    probe: Option<&str>,
+    prefix: &str,
+    kind: Kind,
+    raw: RawImages,
+) -> Option<Images> {
+    let key = format!("{prefix}.images");
+    if !kind.takes_images() {
+        cx.error(
+            probe,
+            &key,
+            format!("kind {} does not take images", kind.as_str()),
+        );
+        return None;
+    }
+    let mut sources = Vec::new();
+    if raw.builtin.as_ref().is_some_and(Vec::is_empty)
+        || raw.files.as_ref().is_some_and(Vec::is_empty)
+        || raw.list.as_ref().is_some_and(Vec::is_empty)
+    {
+        cx.error(probe, &key, "an empty list of images");
+    }
+    for (i, name) in raw.builtin.iter().flatten().enumerate() {
+        match BUILTIN_IMAGES.iter().find(|b| b.name == name) {
+            Some(b) => sources.push(ImageSource::Builtin(*b)),
+            None => {
+                let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
+                let message = match suggest(name, &names) {
+                    Some(s) => format!("no built-in image `{name}`; did you mean `{s}`?"),
+                    None => format!(
+                        "no built-in image `{name}`; the built-in images are {}",
+                        names.join(", ")
+                    ),
+                };
+                cx.error(probe, &format!("{key}.builtin[{i}]"), message);
             }
         }
-        for (i, file) in raw.files.iter().flatten().enumerate() {
-            self.image_files(probe, &format!("{key}.files[{i}]"), file, &mut sources);
-        }
-        // A plain list: each item a built-in image if it names one, else a file.
-        for (i, item) in raw.list.iter().flatten().enumerate() {
-            match BUILTIN_IMAGES.iter().find(|b| b.name == item) {
-                Some(b) => sources.push(ImageSource::Builtin(*b)),
-                None => {
-                    let item_key = format!("{key}[{i}]");
-                    let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
-                    match suggest(item, &names) {
-                        Some(s) if !self.base_dir.join(item).exists() => self.error(
-                            probe,
-                            &item_key,
-                            format!(
-                                "no built-in image or file `{item}` (relative to this file); did you mean the built-in `{s}`?"
-                            ),
-                        ),
-                        _ => self.image_files(probe, &item_key, item, &mut sources),
-                    }
-                }
-            }
-        }
-        if raw.builtin.is_none() && raw.files.is_none() && raw.list.is_none() {
-            self.error(probe, &key, "name `builtin` images, `files`, or both");
-        }
-        let per_run = raw.per_run.unwrap_or(1);
-        if !(1..=16).contains(&per_run) {
-            self.error(probe, &format!("{key}.per_run"), "must be between 1 and 16");
-        }
-        if let Some(d) = &raw.detail {
-            if !matches!(kind, Kind::OpenAiChat | Kind::OpenAiResponses) {
-                self.error(
-                    probe,
-                    &format!("{key}.detail"),
-                    "only for openai_chat and openai_responses",
-                );
-            } else if !matches!(d.as_str(), "low" | "high" | "auto") {
-                self.error(
-                    probe,
-                    &format!("{key}.detail"),
-                    not_one_of(d, &["low", "high", "auto"]),
-                );
-            }
-        }
-        let upload = match (raw.upload.as_deref(), kind) {
-            (None | Some("multipart"), Kind::Http) => Upload::Multipart {
-                field: raw.field.clone().unwrap_or_else(|| "data".to_owned()),
-            },
-            (Some("raw"), Kind::Http) => {
-                if per_run != 1 {
-                    self.error(
+    }
+    for (i, file) in raw.files.iter().flatten().enumerate() {
+        image_files(cx, probe, &format!("{key}.files[{i}]"), file, &mut sources);
+    }
+    // A plain list: each item a built-in image if it names one, else a file.
+    for (i, item) in raw.list.iter().flatten().enumerate() {
+        match BUILTIN_IMAGES.iter().find(|b| b.name == item) {
+            Some(b) => sources.push(ImageSource::Builtin(*b)),
+            None => {
+                let item_key = format!("{key}[{i}]");
+                let names: Vec<_> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
+                match suggest(item, &names) {
+                    Some(s) if !cx.base_dir.join(item).exists() => cx.error(
                         probe,
-                        &format!("{key}.per_run"),
-                        "a raw upload sends exactly one image",
-                    );
+                        &item_key,
+                        format!(
+                            "no built-in image or file `{item}` (relative to this file); did you mean the built-in `{s}`?"
+                        ),
+                    ),
+                    _ => image_files(cx, probe, &item_key, item, &mut sources),
                 }
-                Upload::Raw
             }
-            (Some(other), Kind::Http) => {
-                self.error(
-                    probe,
-                    &format!("{key}.upload"),
-                    not_one_of(other, &["multipart", "raw"]),
-                );
-                Upload::Raw
-            }
-            (Some(_), _) => {
-                self.error(probe, &format!("{key}.upload"), "only for kind http");
-                Upload::Raw
-            }
-            (None, _) => Upload::Raw,
-        };
-        if raw.field.is_some() && !matches!(upload, Upload::Multipart { .. }) {
-            self.error(
+        }
+    }
+    if raw.builtin.is_none() && raw.files.is_none() && raw.list.is_none() {
+        cx.error(probe, &key, "name `builtin` images, `files`, or both");
+    }
+    let per_run = raw.per_run.unwrap_or(1);
+    if !(1..=16).contains(&per_run) {
+        cx.error(probe, &format!("{key}.per_run"), "must be between 1 and 16");
+    }
+    if let Some(d) = &raw.detail {
+        if !kind.image_detail() {
+            cx.error(
                 probe,
-                &format!("{key}.field"),
-                "only for multipart uploads of kind http",
+                &format!("{key}.detail"),
+                "only for openai_chat and openai_responses",
+            );
+        } else if !matches!(d.as_str(), "low" | "high" | "auto") {
+            cx.error(
+                probe,
+                &format!("{key}.detail"),
+                not_one_of(d, &["low", "high", "auto"]),
             );
         }
-        (!sources.is_empty()).then_some(Images {
-            sources,
-            per_run,
-            detail: raw.detail,
-            upload,
-        })
     }
-
-    /// An image file to send: regular, and at most [`files::MAX_IMAGE_FILE_BYTES`] (it
-    /// is read when the probe is built, through the same checks).
-    pub(super) fn image_file(&mut self, probe: Option<&str>, key: &str, path: PathBuf) -> Option<PathBuf> {
-        let problem = match std::fs::metadata(&path) {
-            Ok(m) if !m.is_file() => Some(files::FileError::NotRegular(files::kind(&m))),
-            Ok(m) if m.len() > files::MAX_IMAGE_FILE_BYTES => {
-                Some(files::FileError::TooLarge(files::MAX_IMAGE_FILE_BYTES))
-            }
-            Ok(_) => None,
-            Err(e) => Some(files::FileError::Io(e)),
-        };
-        match problem {
-            None => Some(path),
-            Some(e) => {
-                let name = path
-                    .strip_prefix(&self.base_dir)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                self.error(probe, key, file_message(&name, &e));
-                None
-            }
-        }
-    }
-
-    /// One item of `images.files` (or of a plain `images` list): a file, or a folder's
-    /// .jpg/.jpeg/.png files, relative to the config file.
-    fn image_files(
-        &mut self,
-        probe: Option<&str>,
-        file_key: &str,
-        file: &str,
-        sources: &mut Vec<ImageSource>,
-    ) {
-        let path = self.base_dir.join(file);
-        if path.is_dir() {
-            // Regular files only: a FIFO named x.png would hang the probe's build.
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
-                .map(|entries| {
-                    entries
-                        .filter_map(|e| e.ok().map(|e| e.path()))
-                        .filter(|p| {
-                            p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-                                matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
-                            }) && p.is_file()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            found.sort();
-            if found.is_empty() {
-                self.error(
+    let upload = match (raw.upload.as_deref(), kind.uploads_images()) {
+        (None | Some("multipart"), true) => Upload::Multipart {
+            field: raw.field.clone().unwrap_or_else(|| "data".to_owned()),
+        },
+        (Some("raw"), true) => {
+            if per_run != 1 {
+                cx.error(
                     probe,
-                    file_key,
-                    format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
+                    &format!("{key}.per_run"),
+                    "a raw upload sends exactly one image",
                 );
             }
-            for f in found {
-                if let Some(f) = self.image_file(probe, file_key, f) {
+            Upload::Raw
+        }
+        (Some(other), true) => {
+            cx.error(
+                probe,
+                &format!("{key}.upload"),
+                not_one_of(other, &["multipart", "raw"]),
+            );
+            Upload::Raw
+        }
+        (Some(_), false) => {
+            cx.error(probe, &format!("{key}.upload"), "only for kind http");
+            Upload::Raw
+        }
+        (None, false) => Upload::Raw,
+    };
+    if raw.field.is_some() && !matches!(upload, Upload::Multipart { .. }) {
+        cx.error(
+            probe,
+            &format!("{key}.field"),
+            "only for multipart uploads of kind http",
+        );
+    }
+    (!sources.is_empty()).then_some(Images {
+        sources,
+        per_run,
+        detail: raw.detail,
+        upload,
+    })
+}
+
+/// An image file to send: regular, and at most [`files::MAX_IMAGE_FILE_BYTES`] (it
+/// is read when the probe is built, through the same checks).
+pub(super) fn image_file(
+    cx: &mut Diagnostics,
+    probe: Option<&str>,
+    key: &str,
+    path: PathBuf,
+) -> Option<PathBuf> {
+    let problem = match std::fs::metadata(&path) {
+        Ok(m) if !m.is_file() => Some(files::FileError::NotRegular(files::kind(&m))),
+        Ok(m) if m.len() > files::MAX_IMAGE_FILE_BYTES => {
+            Some(files::FileError::TooLarge(files::MAX_IMAGE_FILE_BYTES))
+        }
+        Ok(_) => None,
+        Err(e) => Some(files::FileError::Io(e)),
+    };
+    match problem {
+        None => Some(path),
+        Some(e) => {
+            let name = path
+                .strip_prefix(&cx.base_dir)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            cx.error(probe, key, file_message(&name, &e));
+            None
+        }
+    }
+}
+
+/// One item of `images.files` (or of a plain `images` list): a file, or a folder's
+/// .jpg/.jpeg/.png files, relative to the config file.
+fn image_files(
+    cx: &mut Diagnostics,
+    probe: Option<&str>,
+    file_key: &str,
+    file: &str,
+    sources: &mut Vec<ImageSource>,
+) {
+    let path = cx.base_dir.join(file);
+    if path.is_dir() {
+        // Regular files only: a FIFO named x.png would hang the probe's build.
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&path)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| {
+                        p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                            matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png")
+                        }) && p.is_file()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        if found.is_empty() {
+            cx.error(
+                probe,
+                file_key,
+                format!("no .jpg, .jpeg or .png file in the folder `{file}`"),
+            );
+        }
+        for f in found {
+            if let Some(f) = image_file(cx, probe, file_key, f) {
+                sources.push(ImageSource::File(f));
+            }
+        }
+    } else {
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => cx.error(
+                probe,
+                file_key,
+                format!("no such file or folder: `{file}` (relative to this file)"),
+            ),
+            _ => {
+                if let Some(f) = image_file(cx, probe, file_key, path) {
                     sources.push(ImageSource::File(f));
                 }
             }
-        } else {
-            match std::fs::metadata(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.error(
-                    probe,
-                    file_key,
-                    format!("no such file or folder: `{file}` (relative to this file)"),
-                ),
-                _ => {
-                    if let Some(f) = self.image_file(probe, file_key, path) {
-                        sources.push(ImageSource::File(f));
-                    }
-                }
-            }
         }
     }
+}
 
-    pub(super) fn prompts(
-        &mut self,
-        probe: Option<&str>,
-        prefix: &str,
-        kind: Kind,
-        raw: Option<RawPrompts>,
-    ) -> Option<Prompts> {
-        let key = format!("{prefix}.prompts");
-        let Some(raw) = raw else {
-            return Some(Prompts::Builtin(PromptBucket::ALL.to_vec()));
-        };
-        if !kind.is_llm() {
-            self.error(probe, &key, "only for LLM kinds; use `body` for http");
+pub(super) fn prompts(
+    cx: &mut Diagnostics,
+    probe: Option<&str>,
+    prefix: &str,
+    kind: Kind,
+    raw: Option<RawPrompts>,
+) -> Option<Prompts> {
+    let key = format!("{prefix}.prompts");
+    let Some(raw) = raw else {
+        return Some(Prompts::Builtin(PromptBucket::ALL.to_vec()));
+    };
+    if !kind.is_llm() {
+        cx.error(probe, &key, "only for LLM kinds; use `body` for http");
+        return None;
+    }
+    let set = [raw.builtin.is_some(), raw.inline.is_some(), raw.file.is_some()];
+    if set.iter().filter(|s| **s).count() != 1 {
+        cx.error(probe, &key, "set exactly one of `builtin`, `inline` or `file`");
+        return None;
+    }
+    if let Some(mut buckets) = raw.builtin {
+        if buckets.is_empty() {
+            cx.error(
+                probe,
+                &format!("{key}.builtin"),
+                "name at least one of short, medium, long",
+            );
             return None;
         }
-        let set = [raw.builtin.is_some(), raw.inline.is_some(), raw.file.is_some()];
-        if set.iter().filter(|s| **s).count() != 1 {
-            self.error(probe, &key, "set exactly one of `builtin`, `inline` or `file`");
-            return None;
-        }
-        if let Some(mut buckets) = raw.builtin {
-            if buckets.is_empty() {
-                self.error(
-                    probe,
-                    &format!("{key}.builtin"),
-                    "name at least one of short, medium, long",
-                );
+        buckets.sort();
+        buckets.dedup();
+        return Some(Prompts::Builtin(buckets));
+    }
+    let (list, list_key) = if let Some(inline) = raw.inline {
+        (
+            inline,
+            if raw.plain {
+                key.clone()
+            } else {
+                format!("{key}.inline")
+            },
+        )
+    } else {
+        let file = raw.file.unwrap_or_default();
+        let path = cx.base_dir.join(&file);
+        match files::read_regular_text(&path, files::MAX_PROMPT_FILE_BYTES) {
+            Ok(text) => (split_prompt_file(&text), format!("{key}.file")),
+            Err(e) => {
+                cx.error(probe, &format!("{key}.file"), file_message(&file, &e));
                 return None;
             }
-            buckets.sort();
-            buckets.dedup();
-            return Some(Prompts::Builtin(buckets));
         }
-        let (list, list_key) = if let Some(inline) = raw.inline {
-            (
-                inline,
-                if raw.plain {
-                    key.clone()
-                } else {
-                    format!("{key}.inline")
-                },
-            )
-        } else {
-            let file = raw.file.unwrap_or_default();
-            let path = self.base_dir.join(&file);
-            match files::read_regular_text(&path, files::MAX_PROMPT_FILE_BYTES) {
-                Ok(text) => (split_prompt_file(&text), format!("{key}.file")),
-                Err(e) => {
-                    self.error(probe, &format!("{key}.file"), file_message(&file, &e));
-                    return None;
-                }
-            }
-        };
-        let list: Vec<String> = list.into_iter().filter(|p| !p.trim().is_empty()).collect();
-        if list.is_empty() {
-            self.error(probe, &list_key, "holds no prompt");
-            return None;
-        }
-        Some(Prompts::Custom(list))
+    };
+    let list: Vec<String> = list.into_iter().filter(|p| !p.trim().is_empty()).collect();
+    if list.is_empty() {
+        cx.error(probe, &list_key, "holds no prompt");
+        return None;
     }
+    Some(Prompts::Custom(list))
 }
 
 /// A prompt file holds prompts separated by lines that contain only `---`.
@@ -611,4 +621,275 @@ pub(super) fn split_prompt_file(text: &str) -> Vec<String> {
         }
     }
     out.into_iter().map(|p| p.trim().to_owned()).collect()
+}
+/// Largest tensor we build from a config (elements), and image side for pixels.
+const MAX_TENSOR_ELEMENTS: i64 = 64 * 1024 * 1024;
+
+/// `images:` as a mapping (`builtin`, `files`, ...) or a plain list, `[cat.jpg, x.png]`,
+/// whose items are built-in images or files by whether they name a built-in one.
+#[derive(Debug, Default)]
+pub(crate) struct RawImages {
+    pub(super) builtin: Option<Vec<String>>,
+    pub(super) files: Option<Vec<String>>,
+    pub(super) per_run: Option<usize>,
+    pub(super) detail: Option<String>,
+    pub(super) upload: Option<String>,
+    pub(super) field: Option<String>,
+    /// The plain list, as written.
+    pub(super) list: Option<Vec<String>>,
+}
+
+/// Images as a mapping: built-in ones, files, or both.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "ImagesMapping", transform = some_image_source)]
+pub(super) struct ImagesMap {
+    /// Generated images, by name (a photo-like scene or a chart, at common sizes).
+    #[schemars(with = "Option<Vec<BuiltinImageName>>", length(min = 1))]
+    builtin: Option<Vec<String>>,
+    /// JPEG or PNG files, or folders of them, relative to this file.
+    #[schemars(length(min = 1))]
+    files: Option<Vec<String>>,
+    /// Images sent per run, taken in turn (default 1).
+    #[schemars(range(min = 1, max = 16))]
+    per_run: Option<usize>,
+    /// openai_chat, openai_responses: the resolution the model looks at (low, high, auto).
+    #[schemars(with = "Option<ImageDetail>")]
+    detail: Option<String>,
+    /// http: how images are sent: `multipart` (a form field, as TorchServe reads it;
+    /// the default) or `raw` (the file as the whole body).
+    #[schemars(with = "Option<UploadAs>")]
+    upload: Option<String>,
+    /// http, multipart upload: the form field's name (default `data`).
+    field: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawImages {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListOrMap {
+            expecting: "a list of images (built-in names or files), or a mapping with `builtin` and/or `files`",
+            list: |list| RawImages {
+                list: Some(list),
+                ..RawImages::default()
+            },
+            map: |m: ImagesMap| RawImages {
+                builtin: m.builtin,
+                files: m.files,
+                per_run: m.per_run,
+                detail: m.detail,
+                upload: m.upload,
+                field: m.field,
+                list: None,
+            },
+            shape: std::marker::PhantomData,
+        })
+    }
+}
+
+/// `prompts:` as a mapping (`builtin`, `inline` or `file`) or a plain list of prompts,
+/// which is `inline`.
+#[derive(Debug, Default)]
+pub(super) struct RawPrompts {
+    pub(super) builtin: Option<Vec<PromptBucket>>,
+    pub(super) inline: Option<Vec<String>>,
+    pub(super) file: Option<String>,
+    /// Written as a plain list (so `inline`'s problems are the list's).
+    pub(super) plain: bool,
+}
+
+/// Prompts as a mapping: built-in buckets, your own prompts inline, or a file of them.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "PromptsMapping", transform = one_prompt_source)]
+pub(super) struct PromptsMap {
+    /// Built-in prompts by length bucket (short < 64 tokens, medium 64-256, long > 256),
+    /// rotated per run; the bucket is the `prompt_bucket` label.
+    builtin: Option<Vec<PromptBucket>>,
+    /// Your own prompts, rotated per run.
+    inline: Option<Vec<String>>,
+    /// A file of prompts separated by lines holding only `---`, relative to this file.
+    file: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for RawPrompts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListOrMap {
+            expecting: "a list of prompts, or a mapping with `builtin`, `inline` or `file`",
+            list: |list| RawPrompts {
+                inline: Some(list),
+                plain: true,
+                ..RawPrompts::default()
+            },
+            map: |m: PromptsMap| RawPrompts {
+                builtin: m.builtin,
+                inline: m.inline,
+                file: m.file,
+                plain: false,
+            },
+            shape: std::marker::PhantomData,
+        })
+    }
+}
+
+/// A key that takes a list of strings or a mapping `M`: each becomes the raw shape `T`.
+/// The mapping is read by `M`'s derived code, so unknown keys are reported as anywhere.
+struct ListOrMap<M, L, F> {
+    expecting: &'static str,
+    list: L,
+    map: F,
+    shape: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<'de, T, M, L, F> Visitor<'de> for ListOrMap<M, L, F>
+where
+    M: Deserialize<'de>,
+    L: FnOnce(Vec<String>) -> T,
+    F: FnOnce(M) -> T,
+{
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        let list = Vec::<String>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok((self.list)(list))
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        let m = M::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok((self.map)(m))
+    }
+}
+
+/// kserve_v2: the input tensor, literal `data` or the probe's images.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Input")]
+pub(crate) struct RawInput {
+    /// The model's input name, e.g. input-0.
+    pub(super) name: String,
+    /// The tensor's datatype, e.g. FP32, UINT8, BYTES.
+    #[schemars(with = "Datatype")]
+    pub(super) datatype: String,
+    /// The tensor's shape, e.g. [1, 64] or [1, 3, 224, 224].
+    pub(super) shape: Vec<i64>,
+    /// The values, row-major, as many as the shape holds (or set `image`).
+    pub(super) data: Option<Vec<serde_json::Value>>,
+    /// Send the probe's images: `pixels` (decoded, resized to the shape) or `bytes`
+    /// (the encoded file as one BYTES element).
+    #[schemars(with = "Option<TensorImage>")]
+    pub(super) image: Option<String>,
+    /// image: pixels: NHWC (default) or NCHW.
+    #[schemars(with = "Option<Layout>")]
+    pub(super) layout: Option<String>,
+}
+
+schema_type!(
+    /// `images.detail`.
+    ImageDetail,
+    closed_set("How much of the image the model looks at.", &["low", "high", "auto"], false)
+);
+
+schema_type!(
+    /// `images.upload`.
+    UploadAs,
+    closed_set("How an http probe sends images.", &["multipart", "raw"], false)
+);
+
+schema_type!(
+    /// `input.image`.
+    TensorImage,
+    closed_set("How the probe's images become the input tensor.", &["pixels", "bytes"], false)
+);
+
+schema_type!(
+    /// `input.layout`.
+    Layout,
+    closed_set(
+        "Where the colour channels are: NHWC [1, H, W, 3] or NCHW [1, 3, H, W].",
+        &["NHWC", "NCHW"],
+        false
+    )
+);
+
+schema_type!(
+    /// `input.datatype`: the Open Inference Protocol's, in any case.
+    Datatype,
+    closed_set("An Open Inference Protocol tensor datatype.", TENSOR_DATATYPES, true)
+);
+
+schema_type!(
+    /// An item of `images.builtin`.
+    BuiltinImageName,
+    closed_set(
+        "A built-in image: a photo-like scene or a chart with text, at common sizes.",
+        &BUILTIN_IMAGES.iter().map(|b| b.name).collect::<Vec<_>>(),
+        false
+    )
+);
+
+/// `prompts:` is a plain list (inline prompts) or a mapping: [`RawPrompts`]'s hand-written
+/// Deserialize, with the mapping's keys from [`PromptsMap`].
+impl JsonSchema for RawPrompts {
+    fn schema_name() -> Cow<'static, str> {
+        "Prompts".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let map = generator.subschema_for::<PromptsMap>();
+        json_schema!({
+            "oneOf": [
+                {"type": "array", "items": {"type": "string"}, "description": "Your own prompts, rotated per run."},
+                map,
+            ],
+        })
+    }
+}
+
+/// `images:` is a plain list (built-in names or files) or a mapping: [`RawImages`]'s
+/// hand-written Deserialize, with the mapping's keys from [`ImagesMap`].
+impl JsonSchema for RawImages {
+    fn schema_name() -> Cow<'static, str> {
+        "Images".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let map = generator.subschema_for::<ImagesMap>();
+        let builtin: Vec<&str> = BUILTIN_IMAGES.iter().map(|b| b.name).collect();
+        json_schema!({
+            "oneOf": [
+                {
+                    "type": "array",
+                    "items": {"type": "string", "examples": builtin},
+                    "description": "Built-in images by name, or JPEG/PNG files or folders relative to this file.",
+                },
+                map,
+            ],
+        })
+    }
+}
+
+/// A mapping key set to something: the loader reads `key:` with no value as no key.
+/// `message` is what editors say when none of the keys is set.
+fn set(key: &str, message: &str) -> Value {
+    json!({"required": [key], "properties": {key: {"not": {"type": "null"}}}, "errorMessage": message})
+}
+
+/// `prompts:` as a mapping names exactly one source (content.rs). Used as
+/// `#[schemars(transform)]`.
+pub(super) fn one_prompt_source(schema: &mut Schema) {
+    let message = "Set exactly one of `builtin`, `inline` or `file`.";
+    let sources = [
+        set("builtin", message),
+        set("inline", message),
+        set("file", message),
+    ];
+    schema.insert("oneOf".into(), json!(sources));
+}
+
+/// `images:` as a mapping names built-in images, files or both (content.rs). Used as
+/// `#[schemars(transform)]`.
+pub(super) fn some_image_source(schema: &mut Schema) {
+    let message = "Name `builtin` images, `files`, or both.";
+    schema.insert(
+        "anyOf".into(),
+        json!([set("builtin", message), set("files", message)]),
+    );
 }

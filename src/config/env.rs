@@ -1,11 +1,11 @@
 //! `${VAR}` substitution: [`substitute_env`], a pure function of the template and an
 //! `env` lookup (so tests pass a closure instead of touching the process environment),
-//! applied to every string value of the file by [`Checker::substitute_all`] before any
+//! applied to every string value of the file by [`substitute_all`] before any
 //! section is read; which values were secrets is decided here, by where they went.
 
 use serde_yaml::Value;
 
-use super::check::Checker;
+use super::diagnostics::Diagnostics;
 
 /// Replaces `${NAME}` with `env(NAME)`, `${NAME:-default}` with the default when NAME is
 /// unset or empty; `$$` is a literal `$`.
@@ -74,87 +74,112 @@ fn secret_bearing(path: &str) -> bool {
         )
 }
 
-impl Checker<'_> {
-    /// `${VAR}` in every string value of the file, once, before any section is read: one
-    /// mechanism for every key (a header, a model, a label, a receiver's URL), so no key
-    /// is left out and none is substituted twice (`$$` stays a literal `$`). A variable
-    /// that is not set is reported at its value, and the key is settled: the checks that
-    /// follow say nothing more about it. Mapping keys (header and label names) are not
-    /// values and are left as written.
-    pub(super) fn substitute_all(&mut self, root: &mut Value) {
-        let Value::Mapping(map) = root else { return };
-        for (key, value) in map.iter_mut() {
-            let Some(key) = key.as_str() else { continue };
-            match (key, value) {
-                ("probes", Value::Sequence(probes)) => {
-                    for (i, probe) in probes.iter_mut().enumerate() {
-                        self.substitute_probe(&format!("probes[{i}]"), probe);
-                    }
+/// `${VAR}` in every string value of the file, once, before any section is read: one
+/// mechanism for every key (a header, a model, a label, a receiver's URL), so no key
+/// is left out and none is substituted twice (`$$` stays a literal `$`). A variable
+/// that is not set is reported at its value, and the key is settled: the checks that
+/// follow say nothing more about it. Mapping keys (header and label names) are not
+/// values and are left as written.
+///
+/// Gives the values `env` put where credentials go (see [`secret_bearing`]): they are
+/// the config's secrets.
+pub(super) fn substitute_all(
+    cx: &mut Diagnostics,
+    root: &mut Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let mut s = Substitution {
+        env,
+        secrets: Vec::new(),
+    };
+    let Value::Mapping(map) = root else {
+        return s.secrets;
+    };
+    for (key, value) in map.iter_mut() {
+        let Some(key) = key.as_str() else { continue };
+        match (key, value) {
+            ("probes", Value::Sequence(probes)) => {
+                for (i, probe) in probes.iter_mut().enumerate() {
+                    substitute_probe(cx, &mut s, &format!("probes[{i}]"), probe);
                 }
-                (key, value) => self.substitute_node(None, key, value),
             }
+            (key, value) => substitute_node(cx, &mut s, None, key, value),
         }
     }
+    s.secrets
+}
 
-    /// A probe's name first, so that the messages about its other values name it.
-    fn substitute_probe(&mut self, prefix: &str, probe: &mut Value) {
-        let Value::Mapping(map) = probe else {
-            return self.substitute_node(None, prefix, probe);
-        };
-        if let Some(name) = map.get_mut("name") {
-            self.substitute_node(None, &format!("{prefix}.name"), name);
-        }
-        let name = map.get("name").and_then(Value::as_str).map(str::to_owned);
-        for (key, value) in map.iter_mut() {
-            match key.as_str() {
-                Some("name") => {}
-                Some(key) => self.substitute_node(name.as_deref(), &format!("{prefix}.{key}"), value),
-                None => {}
-            }
+/// What substitution needs besides the diagnostics: the variables, and where the values
+/// given to secret-bearing keys are gathered.
+struct Substitution<'e> {
+    env: &'e dyn Fn(&str) -> Option<String>,
+    secrets: Vec<String>,
+}
+
+/// A probe's name first, so that the messages about its other values name it.
+fn substitute_probe(cx: &mut Diagnostics, s: &mut Substitution, prefix: &str, probe: &mut Value) {
+    let Value::Mapping(map) = probe else {
+        return substitute_node(cx, s, None, prefix, probe);
+    };
+    if let Some(name) = map.get_mut("name") {
+        substitute_node(cx, s, None, &format!("{prefix}.name"), name);
+    }
+    let name = map.get("name").and_then(Value::as_str).map(str::to_owned);
+    for (key, value) in map.iter_mut() {
+        match key.as_str() {
+            Some("name") => {}
+            Some(key) => substitute_node(cx, s, name.as_deref(), &format!("{prefix}.{key}"), value),
+            None => {}
         }
     }
+}
 
-    fn substitute_node(&mut self, probe: Option<&str>, path: &str, node: &mut Value) {
-        match node {
-            Value::String(template) if template.contains('$') => {
-                if template.contains("${") {
-                    self.templated.insert(path.to_owned());
-                }
-                let used = std::cell::RefCell::new(Vec::new());
-                let env = |name: &str| {
-                    let value = (self.env)(name);
-                    used.borrow_mut().extend(value.clone());
-                    value
-                };
-                match substitute_env(template, &env) {
-                    Ok(value) => {
-                        *template = value;
-                        if secret_bearing(path) {
-                            self.substituted.extend(used.into_inner());
-                        }
-                    }
-                    Err(message) => {
-                        // Never the value in the message: it may be (part of) a secret.
-                        self.error(probe, path, message);
-                        self.settled.insert(path.to_owned());
-                    }
-                }
+fn substitute_node(
+    cx: &mut Diagnostics,
+    s: &mut Substitution,
+    probe: Option<&str>,
+    path: &str,
+    node: &mut Value,
+) {
+    match node {
+        Value::String(template) if template.contains('$') => {
+            if template.contains("${") {
+                cx.templated.insert(path.to_owned());
             }
-            Value::Sequence(items) => {
-                for (i, item) in items.iter_mut().enumerate() {
-                    self.substitute_node(probe, &format!("{path}[{i}]"), item);
-                }
-            }
-            Value::Mapping(map) => {
-                for (key, value) in map.iter_mut() {
-                    if let Some(key) = key.as_str() {
-                        self.substitute_node(probe, &format!("{path}.{key}"), value);
+            let used = std::cell::RefCell::new(Vec::new());
+            let env = |name: &str| {
+                let value = (s.env)(name);
+                used.borrow_mut().extend(value.clone());
+                value
+            };
+            match substitute_env(template, &env) {
+                Ok(value) => {
+                    *template = value;
+                    if secret_bearing(path) {
+                        s.secrets.extend(used.into_inner());
                     }
                 }
+                Err(message) => {
+                    // Never the value in the message: it may be (part of) a secret.
+                    cx.error(probe, path, message);
+                    cx.settled.insert(path.to_owned());
+                }
             }
-            Value::Tagged(tagged) => self.substitute_node(probe, path, &mut tagged.value),
-            _ => {}
         }
+        Value::Sequence(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                substitute_node(cx, s, probe, &format!("{path}[{i}]"), item);
+            }
+        }
+        Value::Mapping(map) => {
+            for (key, value) in map.iter_mut() {
+                if let Some(key) = key.as_str() {
+                    substitute_node(cx, s, probe, &format!("{path}.{key}"), value);
+                }
+            }
+        }
+        Value::Tagged(tagged) => substitute_node(cx, s, probe, path, &mut tagged.value),
+        _ => {}
     }
 }
 

@@ -92,7 +92,7 @@ pub(super) fn suggest<S: AsRef<str>>(unknown: &str, expected: &[S]) -> Option<St
 
 /// The expected value `value` was most likely meant to be: the same but for case, `-` or
 /// a space for `_` (`openai-chat`, `High`), else the closest within edit distance 2.
-pub(super) fn closest<S: AsRef<str>>(value: &str, expected: &[S]) -> Option<String> {
+pub(crate) fn closest<S: AsRef<str>>(value: &str, expected: &[S]) -> Option<String> {
     let normalize = |s: &str| s.to_ascii_lowercase().replace(['-', ' '], "_");
     let wanted = normalize(value);
     let lowered: Vec<String> = expected.iter().map(|e| normalize(e.as_ref())).collect();

@@ -9,8 +9,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::schema::Duration as DurationText;
-use super::{Checker, Secret};
+use super::diagnostics::Diagnostics;
+use super::formats::Duration as DurationText;
+use super::values::{Secret, duration, existing_file, secret_headers, secret_url};
 
 pub const DEFAULT_PUSH_INTERVAL: Duration = Duration::from_secs(15);
 /// Samples per request: remote_write receivers take a few thousand comfortably.
@@ -94,73 +95,71 @@ pub(super) struct RawBasicAuth {
     password: String,
 }
 
-impl Checker<'_> {
-    pub(super) fn remote_write(&mut self, raw: RawRemoteWrite) -> Option<RemoteWriteConfig> {
-        let before = self.errors.len();
-        let key = |k: &str| format!("agent.remote_write.{k}");
-        let url = self.secret_url(&key("url"), &raw.url);
-        let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
-            Some(s) => self.duration(None, &key(k), s),
-            None => Some(default),
-        };
-        let interval = duration("interval", &raw.interval, DEFAULT_PUSH_INTERVAL);
-        let timeout = duration("timeout", &raw.timeout, Duration::from_secs(10));
-        let max_backoff = duration("max_backoff", &raw.max_backoff, Duration::from_secs(30));
-        if interval.is_some_and(|i| i < Duration::from_secs(1)) {
-            self.error(None, &key("interval"), "must be at least 1s");
-        }
-        if timeout.is_some_and(|t| t > Duration::from_secs(60)) {
-            self.error(None, &key("timeout"), "must be at most 60s");
-        }
-
-        let max_samples_per_send = raw.max_samples_per_send.unwrap_or(DEFAULT_MAX_SAMPLES_PER_SEND);
-        if !(100..=100_000).contains(&max_samples_per_send) {
-            self.error(
-                None,
-                &key("max_samples_per_send"),
-                "must be between 100 and 100000",
-            );
-        }
-        let queue_snapshots = raw.queue_snapshots.unwrap_or(DEFAULT_QUEUE_SNAPSHOTS);
-        if !(1..=10_000).contains(&queue_snapshots) {
-            self.error(None, &key("queue_snapshots"), "must be between 1 and 10000");
-        }
-        let queue_max_bytes = raw.queue_max_bytes.unwrap_or(DEFAULT_QUEUE_MAX_BYTES);
-        if !(1 << 20..=1 << 30).contains(&queue_max_bytes) {
-            self.error(None, &key("queue_max_bytes"), "must be between 1 MiB and 1 GiB");
-        }
-        let basic_auth = raw.basic_auth.map(|b| (b.username, Secret::new(b.password)));
-        let bearer_token = raw.bearer_token.map(Secret::new);
-        if basic_auth.is_some() && bearer_token.is_some() {
-            self.error(
-                None,
-                &key("bearer_token"),
-                "use either basic_auth or bearer_token, not both",
-            );
-        }
-        let headers = self.secret_headers(None, &key("headers"), &raw.headers);
-        let ca_file = raw
-            .ca_file
-            .and_then(|f| self.existing_file(None, &key("ca_file"), &f));
-        if self.errors.len() > before {
-            return None;
-        }
-        let url = url?;
-        Some(RemoteWriteConfig {
-            host: url.host().unwrap_or_default().to_owned(),
-            url: Secret::new(url.to_string()),
-            interval: interval?,
-            timeout: timeout?,
-            max_backoff: max_backoff?,
-            max_samples_per_send,
-            queue_snapshots,
-            queue_max_bytes,
-            basic_auth,
-            bearer_token,
-            headers,
-            ca_file,
-            job: raw.job.unwrap_or_else(|| "inferprobe".to_owned()),
-            instance: raw.instance,
-        })
+pub(super) fn remote_write(cx: &mut Diagnostics, raw: RawRemoteWrite) -> Option<RemoteWriteConfig> {
+    let before = cx.errors.len();
+    let key = |k: &str| format!("agent.remote_write.{k}");
+    let url = secret_url(cx, &key("url"), &raw.url);
+    let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
+        Some(s) => duration(cx, None, &key(k), s),
+        None => Some(default),
+    };
+    let interval = duration("interval", &raw.interval, DEFAULT_PUSH_INTERVAL);
+    let timeout = duration("timeout", &raw.timeout, Duration::from_secs(10));
+    let max_backoff = duration("max_backoff", &raw.max_backoff, Duration::from_secs(30));
+    if interval.is_some_and(|i| i < Duration::from_secs(1)) {
+        cx.error(None, &key("interval"), "must be at least 1s");
     }
+    if timeout.is_some_and(|t| t > Duration::from_secs(60)) {
+        cx.error(None, &key("timeout"), "must be at most 60s");
+    }
+
+    let max_samples_per_send = raw.max_samples_per_send.unwrap_or(DEFAULT_MAX_SAMPLES_PER_SEND);
+    if !(100..=100_000).contains(&max_samples_per_send) {
+        cx.error(
+            None,
+            &key("max_samples_per_send"),
+            "must be between 100 and 100000",
+        );
+    }
+    let queue_snapshots = raw.queue_snapshots.unwrap_or(DEFAULT_QUEUE_SNAPSHOTS);
+    if !(1..=10_000).contains(&queue_snapshots) {
+        cx.error(None, &key("queue_snapshots"), "must be between 1 and 10000");
+    }
+    let queue_max_bytes = raw.queue_max_bytes.unwrap_or(DEFAULT_QUEUE_MAX_BYTES);
+    if !(1 << 20..=1 << 30).contains(&queue_max_bytes) {
+        cx.error(None, &key("queue_max_bytes"), "must be between 1 MiB and 1 GiB");
+    }
+    let basic_auth = raw.basic_auth.map(|b| (b.username, Secret::new(b.password)));
+    let bearer_token = raw.bearer_token.map(Secret::new);
+    if basic_auth.is_some() && bearer_token.is_some() {
+        cx.error(
+            None,
+            &key("bearer_token"),
+            "use either basic_auth or bearer_token, not both",
+        );
+    }
+    let headers = secret_headers(cx, None, &key("headers"), &raw.headers);
+    let ca_file = raw
+        .ca_file
+        .and_then(|f| existing_file(cx, None, &key("ca_file"), &f));
+    if cx.errors.len() > before {
+        return None;
+    }
+    let url = url?;
+    Some(RemoteWriteConfig {
+        host: url.host().unwrap_or_default().to_owned(),
+        url: Secret::new(url.to_string()),
+        interval: interval?,
+        timeout: timeout?,
+        max_backoff: max_backoff?,
+        max_samples_per_send,
+        queue_snapshots,
+        queue_max_bytes,
+        basic_auth,
+        bearer_token,
+        headers,
+        ca_file,
+        job: raw.job.unwrap_or_else(|| "inferprobe".to_owned()),
+        instance: raw.instance,
+    })
 }

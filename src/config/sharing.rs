@@ -5,7 +5,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::{AlertConfig, Cost, Expect, Slo, TlsConfig};
+use super::alerting::{AlertConfig, Slo};
+use super::cost::Cost;
+use super::expect::Expect;
+use super::tls::TlsConfig;
 
 /// How many distinct values each section remembers: a file whose probes all differ
 /// costs a few comparisons a probe, never a search through all of them.

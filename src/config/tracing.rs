@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Checker, Secret};
+use super::diagnostics::Diagnostics;
+use super::values::{Secret, secret_headers, secret_url};
 
 /// The request header a traced run sets; a user header of that name would fight it.
 const TRACEPARENT: &str = "traceparent";
@@ -83,69 +84,70 @@ pub(super) struct RawTracing {
     headers: BTreeMap<String, String>,
 }
 
-impl Checker<'_> {
-    /// `agent.tracing`.
-    pub(super) fn tracing(&mut self, raw: RawTracing) -> Option<TracingConfig> {
-        let before = self.errors.len();
-        let url = self.secret_url("agent.tracing.otlp_endpoint", &raw.otlp_endpoint);
-        let headers = self.secret_headers(None, "agent.tracing.headers", &raw.headers);
-        if self.errors.len() > before {
-            return None;
-        }
-        let url = url?;
-        let text = url.to_string();
-        // As OTEL_EXPORTER_OTLP_ENDPOINT: a bare collector address gets the signal's path.
-        let text = match url.path() {
-            "" | "/" => format!("{}/v1/traces", text.trim_end_matches('/')),
-            _ => text,
-        };
-        Some(TracingConfig {
-            host: url.host().unwrap_or_default().to_owned(),
-            otlp_endpoint: Secret::new(text),
-            headers,
-        })
+/// `agent.tracing`.
+pub(super) fn tracing(cx: &mut Diagnostics, raw: RawTracing) -> Option<TracingConfig> {
+    let before = cx.errors.len();
+    let url = secret_url(cx, "agent.tracing.otlp_endpoint", &raw.otlp_endpoint);
+    let headers = secret_headers(cx, None, "agent.tracing.headers", &raw.headers);
+    if cx.errors.len() > before {
+        return None;
     }
+    let url = url?;
+    let text = url.to_string();
+    // As OTEL_EXPORTER_OTLP_ENDPOINT: a bare collector address gets the signal's path.
+    let text = match url.path() {
+        "" | "/" => format!("{}/v1/traces", text.trim_end_matches('/')),
+        _ => text,
+    };
+    Some(TracingConfig {
+        host: url.host().unwrap_or_default().to_owned(),
+        otlp_endpoint: Secret::new(text),
+        headers,
+    })
+}
 
-    /// `defaults.trace`: a `traceparent` in `defaults.headers` while the default is to
-    /// trace is said once, here.
-    pub(super) fn defaults_trace(&mut self, raw: RawTrace, headers: &BTreeMap<String, String>) -> RawTrace {
-        if raw.resolve().enabled
-            && let Some(name) = headers.keys().find(|k| k.eq_ignore_ascii_case(TRACEPARENT))
-        {
-            self.error(None, &format!("defaults.headers.{name}"), conflict());
-        }
-        raw
+/// `defaults.trace`: a `traceparent` in `defaults.headers` while the default is to
+/// trace is said once, here.
+pub(super) fn defaults_trace(
+    cx: &mut Diagnostics,
+    raw: RawTrace,
+    headers: &BTreeMap<String, String>,
+) -> RawTrace {
+    if raw.resolve().enabled
+        && let Some(name) = headers.keys().find(|k| k.eq_ignore_ascii_case(TRACEPARENT))
+    {
+        cx.error(None, &format!("defaults.headers.{name}"), conflict());
     }
+    raw
+}
 
-    /// A probe's `trace` over `defaults.trace`. A `traceparent` header of the probe's
-    /// own while it traces is an error: a fixed header would give every run the same
-    /// trace, and silently dropping it would surprise whoever wrote it.
-    pub(super) fn probe_trace(
-        &mut self,
-        p: Option<&str>,
-        prefix: &str,
-        raw: Option<RawTrace>,
-        defaults: Option<(RawTrace, &BTreeMap<String, String>)>,
-        headers: &BTreeMap<String, String>,
-    ) -> TraceConfig {
-        let base = defaults.map(|d| d.0).unwrap_or_default();
-        let trace = raw.unwrap_or_default().over(base).resolve();
-        if !trace.enabled {
-            return trace;
-        }
-        let own =
-            |h: &BTreeMap<String, String>| h.keys().find(|k| k.eq_ignore_ascii_case(TRACEPARENT)).cloned();
-        if let Some(name) = own(headers) {
-            self.error(p, &format!("{prefix}.headers.{name}"), conflict());
-        } else if let Some((d, h)) = defaults
-            && !d.resolve().enabled
-            && own(h).is_some()
-        {
-            // defaults send their own traceparent and do not trace; this probe traces.
-            self.error(p, &format!("{prefix}.trace.enabled"), conflict());
-        }
-        trace
+/// A probe's `trace` over `defaults.trace`. A `traceparent` header of the probe's
+/// own while it traces is an error: a fixed header would give every run the same
+/// trace, and silently dropping it would surprise whoever wrote it.
+pub(super) fn probe_trace(
+    cx: &mut Diagnostics,
+    p: Option<&str>,
+    prefix: &str,
+    raw: Option<RawTrace>,
+    defaults: Option<(RawTrace, &BTreeMap<String, String>)>,
+    headers: &BTreeMap<String, String>,
+) -> TraceConfig {
+    let base = defaults.map(|d| d.0).unwrap_or_default();
+    let trace = raw.unwrap_or_default().over(base).resolve();
+    if !trace.enabled {
+        return trace;
     }
+    let own = |h: &BTreeMap<String, String>| h.keys().find(|k| k.eq_ignore_ascii_case(TRACEPARENT)).cloned();
+    if let Some(name) = own(headers) {
+        cx.error(p, &format!("{prefix}.headers.{name}"), conflict());
+    } else if let Some((d, h)) = defaults
+        && !d.resolve().enabled
+        && own(h).is_some()
+    {
+        // defaults send their own traceparent and do not trace; this probe traces.
+        cx.error(p, &format!("{prefix}.trace.enabled"), conflict());
+    }
+    trace
 }
 
 fn conflict() -> &'static str {

@@ -21,16 +21,19 @@ use super::framing::Event;
 use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Checker, ProbeConfig, SpecKeys};
+use crate::config::{Diagnostics, KindKeys, ProbeConfig};
 use crate::outcome::{Failure, FailureReason, Observation};
 
 /// `anthropic` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
 /// others.
 pub type Spec = GenerationSpec;
 
-/// Checks the `anthropic` keys of a probe into its [`Spec`].
-pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
-    GenerationSpec::check(cx, keys)
+/// An LLM kind with no keys of its own: its prompts, `max_tokens` and images are
+/// every probe's keys, checked before.
+pub(crate) use super::kinds::NoKeys as Keys;
+
+pub(crate) fn check(_: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
+    GenerationSpec::from_common(keys.common)
 }
 
 pub struct AnthropicProbe {

@@ -6,6 +6,7 @@
 //!
 //! Imports config, outcome, net and the redactor.
 
+use std::str::FromStr;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
@@ -13,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 
 use super::{RunContext, redactor_for};
-use crate::config::{Expect, ProbeConfig};
+use crate::config::{Diagnostics, Expect, KindKeys, ProbeConfig, closest};
 use crate::net::{BodyError, BodyStream, HttpClient, ResponseStream, TlsRoots};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::redact::Redactor;
@@ -450,6 +451,48 @@ pub(crate) fn check_output(
         return assertion(format!("expected JSON output ({e})"));
     }
     Ok(())
+}
+
+/// `method`, for the kinds that send the user's request: an HTTP method, by default
+/// POST when there is a body and GET otherwise.
+pub(crate) fn check_method<K>(
+    cx: &mut Diagnostics,
+    keys: &KindKeys<'_, K>,
+    method: Option<&str>,
+    has_body: bool,
+) -> Option<http::Method> {
+    // HTTP allows methods of its own to a service; one a letter or two from a
+    // standard one is most likely that one misspelt: sent as written, with a warning.
+    const STANDARD: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
+    let Some(m) = method else {
+        return Some(if has_body {
+            http::Method::POST
+        } else {
+            http::Method::GET
+        });
+    };
+    match http::Method::from_str(&m.to_ascii_uppercase()) {
+        Ok(method) => {
+            if !STANDARD.contains(&method.as_str())
+                && let Some(s) = closest(method.as_str(), &STANDARD)
+            {
+                keys.warn(
+                    cx,
+                    "method",
+                    format!(
+                        "`{m}` is not a standard HTTP method (it is sent as written); did you mean `{s}`?"
+                    ),
+                );
+            }
+            Some(method)
+        }
+        Err(_) => {
+            keys.error(cx, "method", format!("`{m}` is not an HTTP method"));
+            None
+        }
+    }
 }
 
 #[cfg(test)]

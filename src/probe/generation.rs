@@ -16,7 +16,7 @@ use bytes::Bytes;
 use super::endpoint::{Endpoint, check_output, timeout_failure};
 use super::framing::{Decoder, Event};
 use super::{BuildContext, BuildError, RunContext, RunLimits};
-use crate::config::{Checker, Expect, Images, Key, ProbeConfig, Prompts, SpecKeys};
+use crate::config::{Common, Expect, Images, ProbeConfig, Prompts};
 use crate::net::{BodyError, BodyStream, ResponseStream};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
 use crate::payload::Prompt;
@@ -46,21 +46,13 @@ pub struct GenerationSpec {
 }
 
 impl GenerationSpec {
-    /// The check of an LLM kind's keys: `images` (if the kind takes them), with the
-    /// prompts and `max_tokens` checked before; a request of the user's (`method`,
-    /// `body`) and the `kserve_v2` keys are refused.
-    pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Self> {
-        keys.refuse(
-            cx,
-            &[Key::Method, Key::Body, Key::Input, Key::ReadyCheck, Key::Outputs],
-        );
-        let images = keys
-            .images
-            .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
+    /// An LLM kind's spec from the keys every probe has: its prompts (`None` after a
+    /// problem with them, said already), `max_tokens` and images.
+    pub(crate) fn from_common(common: Common<'_>) -> Option<Self> {
         Some(GenerationSpec {
-            prompts: keys.prompts?,
-            max_tokens: keys.max_tokens,
-            images,
+            prompts: common.prompts?,
+            max_tokens: common.max_tokens,
+            images: common.images,
         })
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use super::RunContext;
 use super::endpoint::{self, Endpoint};
-use crate::config::{Checker, ProbeConfig, SpecKeys};
+use crate::config::{Common, Diagnostics, ProbeConfig};
 use crate::net::TlsRoots;
 use crate::outcome::{Failure, FailureReason, Observation};
 
@@ -353,7 +353,7 @@ pub(crate) fn endpoint(
 
 /// A gRPC probe's url names the server only: every call has its own path, and a query
 /// string has nowhere to go.
-pub(crate) fn check_server_url(cx: &mut Checker<'_>, keys: &SpecKeys<'_>) {
+pub(crate) fn check_server_url(cx: &mut Diagnostics, keys: &Common<'_>) {
     if let Some(url) = keys.url
         && (!matches!(url.path(), "" | "/") || url.query().is_some())
     {

@@ -10,10 +10,14 @@
 //!
 //! Imports config, outcome and the shared machinery (endpoint.rs, grpc.rs).
 
+use schemars::JsonSchema;
+use serde::Deserialize;
+
 use super::endpoint::Endpoint;
 use super::grpc::{self, HealthCheckRequest, HealthCheckResponse};
+use super::kinds::OwnKeys;
 use super::{BuildContext, BuildError, Probe, RunLimits};
-use crate::config::{Checker, Key, ProbeConfig, SpecKeys};
+use crate::config::{Diagnostics, KindKeys, ProbeConfig};
 use crate::outcome::{Failure, FailureReason, Observation};
 use std::sync::Arc;
 
@@ -24,20 +28,22 @@ pub struct Spec {
     pub service: String,
 }
 
+/// The keys only `grpc_health` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    /// grpc_health: the service whose health to ask for (default "", the whole server).
+    service: Option<String>,
+}
+
+impl OwnKeys for Keys {}
+
 /// Checks the `grpc_health` keys of a probe into its [`Spec`]: the url (a server, not a
-/// path) and `service`; the keys of other kinds are refused.
-pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
-    grpc::check_server_url(cx, &keys);
-    keys.refuse(
-        cx,
-        &[Key::Method, Key::Body, Key::Input, Key::ReadyCheck, Key::Outputs],
-    );
-    // Said by the images' own check, which knows which kinds take them (this one does not).
-    if let Some(images) = keys.images {
-        cx.images(keys.probe, keys.prefix, keys.kind, images);
-    }
+/// path) and `service`.
+pub(crate) fn check(cx: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
+    grpc::check_server_url(cx, &keys.common);
     Some(Spec {
-        service: keys.service.unwrap_or_default(),
+        service: keys.own.service.unwrap_or_default(),
     })
 }
 

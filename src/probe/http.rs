@@ -8,13 +8,17 @@
 //! it. Imports config, outcome, payload and endpoint.rs.
 
 use bytes::Bytes;
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use std::sync::Arc;
 
 use super::endpoint::{self, Endpoint};
+use super::kinds::OwnKeys;
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Checker, Images, Key, ProbeConfig, SpecKeys, Upload};
+use crate::config::formats::HttpMethod;
+use crate::config::{Diagnostics, Images, KindKeys, ProbeConfig, Upload};
 use crate::outcome::{FailureReason, Observation};
 use crate::payload::images::{Image, ImageSet, bucket_of};
 
@@ -29,24 +33,38 @@ pub struct Spec {
     pub images: Option<Images>,
 }
 
-/// Checks the `http` keys of a probe into its [`Spec`]: `method`, `body` and `images`
-/// (not both of the last two); the `kserve_v2` keys are refused.
-pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
-    keys.refuse(cx, &[Key::Input, Key::ReadyCheck, Key::Outputs]);
-    let method = keys.method(cx);
-    let images = keys
-        .images
-        .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
-    if images.is_some() && keys.body.is_some() {
-        cx.error(
-            keys.probe,
-            &format!("{}.body", keys.prefix),
+/// The keys only `http` takes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    /// http: the request method (default POST with a body, else GET).
+    #[schemars(with = "Option<HttpMethod>")]
+    method: Option<String>,
+    /// http: the request body, sent as written.
+    body: Option<String>,
+}
+
+impl OwnKeys for Keys {
+    fn instead(key: &str) -> Option<&'static str> {
+        (key == "body").then_some(" (LLM kinds build their own body)")
+    }
+}
+
+/// Checks the `http` keys of a probe into its [`Spec`]: `method`, and `body` or
+/// `images` (not both).
+pub(crate) fn check(cx: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
+    let method = endpoint::check_method(cx, &keys, keys.own.method.as_deref(), keys.own.body.is_some());
+    let images = keys.common.images.clone();
+    if images.is_some() && keys.own.body.is_some() {
+        keys.error(
+            cx,
+            "body",
             "an http probe sends either `body` or `images`, not both",
         );
     }
     Some(Spec {
         method: method?,
-        body: keys.body,
+        body: keys.own.body,
         images,
     })
 }

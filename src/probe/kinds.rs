@@ -1,28 +1,34 @@
-//! THE closed list of probe kinds: the `kind:` values ([`Kind`]), what each kind's own
-//! keys become ([`KindSpec`]), the probe each builds ([`AnyProbe`]), and the dispatch
-//! from one to the next: check (config keys -> spec), build (spec -> probe), run, the
-//! simulator's dialects and the event parser the fuzz targets drive. No registry, no macro: plain enums and
-//! matches, so the compiler points at every list a new kind is missing from.
+//! THE closed list of probe kinds: the `kind:` values ([`Kind`]), the keys each kind
+//! takes of its own ([`own_keys`], from the kind's `Keys` struct), what they become
+//! ([`KindSpec`]), the probe each builds ([`AnyProbe`]), and the dispatch from one to the
+//! next: check (own keys -> spec), build (spec -> probe), run, the simulator's dialects
+//! and the event parser the fuzz targets drive. No registry, no macro: plain enums and
+//! exhaustive matches, so the compiler points at every list a new kind is missing from,
+//! the rules per kind ([`Kind::is_llm`], [`Kind::takes_images`], ...) included.
 //!
 //! Adding a kind:
-//! 1. `probe/<kind>.rs`: its `Spec` (an LLM kind takes `GenerationSpec`) and `check`
-//!    (the keys it takes; `SpecKeys::refuse` the per-kind keys it does not), its probe
-//!    and `build`, its request and event parser, the simulator's side of the protocol,
-//!    and golden tests; `pub mod <kind>;` in probe/mod.rs.
+//! 1. `probe/<kind>.rs`: its `Keys` (the serde shape of the keys only it takes, with a
+//!    doc comment per key for the schema; `NoKeys` when it has none) and `check` (keys
+//!    in, its `Spec` out), its probe and `build`, its request and event parser, the
+//!    simulator's side of the protocol, and golden tests; `pub mod <kind>;` in
+//!    probe/mod.rs.
 //! 2. Here, one line in each list: [`Kind`] (with its YAML name and a doc comment, the
 //!    text editors show for it through `inferprobe schema`), [`Kind::ALL`],
-//!    [`Kind::as_str`], [`Kind::is_llm`] / [`Kind::takes_images`] where they differ from
-//!    the default, `Kind::dialects` (streaming kinds), [`KindSpec`], `check_spec`,
-//!    [`AnyProbe`], [`AnyProbe::build`], its `run`, and `event_parser` (streaming kinds).
-//! 3. Rules written per kind elsewhere, if they apply: `expect.model` and the kserve-only
-//!    `expect` keys (config/probe.rs), `images.detail` and `images.upload`
-//!    (config/content.rs).
+//!    [`Kind::as_str`], each rule of [`Kind`], `Kind::dialects` (streaming kinds),
+//!    [`KindSpec`], `keys_of`, `check_spec`, [`AnyProbe`], [`AnyProbe::build`], its
+//!    `run`, and `event_parser` (streaming kinds).
 //!
-//! Imports the kinds' modules, from config the raw keys and the Checker that positions
-//! their errors.
+//! A key of a kind's own needs nothing else: the loader hands it to that kind alone, tells
+//! a probe of another kind which kinds take it (`only for kind http`), and the schema
+//! says the same to editors.
+//!
+//! Imports the kinds' modules, and from config the [`Diagnostics`] that positions their
+//! errors and the keys every probe has, checked ([`Common`]).
 
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_yaml::Value;
 use std::sync::Arc;
 
 use super::dialect::Dialect;
@@ -30,7 +36,7 @@ use super::{BuildContext, BuildError, Probe, RunLimits};
 use super::{
     anthropic, grpc_health, http, kserve_v2, kserve_v2_grpc, llamacpp, ollama, openai, openai_responses, tgi,
 };
-use crate::config::{Checker, Key, ProbeConfig, SpecKeys};
+use crate::config::{Common, Diagnostics, KindKeys, ProbeConfig, field_names};
 use crate::outcome::Observation;
 
 /// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
@@ -109,12 +115,100 @@ impl Kind {
         }
     }
 
-    /// Kinds that stream generated tokens (and so have TTFT and prompts).
+    /// Kinds that stream generated tokens (and so have TTFT, prompts, `max_tokens`,
+    /// tokens to count and price, and an `expect` on what was generated).
     pub fn is_llm(self) -> bool {
-        !matches!(
-            self,
-            Kind::Http | Kind::KserveV2 | Kind::KserveV2Grpc | Kind::GrpcHealth
-        )
+        match self {
+            Kind::OpenAiChat
+            | Kind::OpenAiCompletions
+            | Kind::OpenAiResponses
+            | Kind::Ollama
+            | Kind::Tgi
+            | Kind::LlamaCpp
+            | Kind::Anthropic => true,
+            Kind::KserveV2 | Kind::KserveV2Grpc | Kind::GrpcHealth | Kind::Http => false,
+        }
+    }
+
+    /// Kinds whose request names a model, so `model` is required.
+    pub fn needs_model(self) -> bool {
+        match self {
+            Kind::OpenAiChat
+            | Kind::OpenAiCompletions
+            | Kind::OpenAiResponses
+            | Kind::Ollama
+            | Kind::Tgi
+            | Kind::LlamaCpp
+            | Kind::Anthropic
+            | Kind::KserveV2Grpc => true,
+            // KServe's HTTP route names the model in its URL; gRPC health and plain HTTP
+            // name none.
+            Kind::KserveV2 | Kind::GrpcHealth | Kind::Http => false,
+        }
+    }
+
+    /// Kinds whose responses name the model that answered (`expect.model`).
+    pub fn names_model(self) -> bool {
+        match self {
+            Kind::OpenAiChat
+            | Kind::OpenAiCompletions
+            | Kind::OpenAiResponses
+            | Kind::Ollama
+            | Kind::LlamaCpp
+            | Kind::Anthropic => true,
+            // TGI serves one model and does not say which.
+            Kind::Tgi | Kind::KserveV2 | Kind::KserveV2Grpc | Kind::GrpcHealth | Kind::Http => false,
+        }
+    }
+
+    /// Kinds whose answer is output tensors (`expect.outputs`, `output_shape`,
+    /// `top_label`).
+    pub fn returns_tensors(self) -> bool {
+        match self {
+            Kind::KserveV2 | Kind::KserveV2Grpc => true,
+            Kind::OpenAiChat
+            | Kind::OpenAiCompletions
+            | Kind::OpenAiResponses
+            | Kind::Ollama
+            | Kind::Tgi
+            | Kind::LlamaCpp
+            | Kind::Anthropic
+            | Kind::GrpcHealth
+            | Kind::Http => false,
+        }
+    }
+
+    /// Kinds that tell the model how closely to look at an image (`images.detail`).
+    pub fn image_detail(self) -> bool {
+        match self {
+            Kind::OpenAiChat | Kind::OpenAiResponses => true,
+            Kind::OpenAiCompletions
+            | Kind::Ollama
+            | Kind::Tgi
+            | Kind::LlamaCpp
+            | Kind::Anthropic
+            | Kind::KserveV2
+            | Kind::KserveV2Grpc
+            | Kind::GrpcHealth
+            | Kind::Http => false,
+        }
+    }
+
+    /// Kinds that upload images as the request itself (`images.upload`, `field`).
+    pub fn uploads_images(self) -> bool {
+        match self {
+            Kind::Http => true,
+            Kind::OpenAiChat
+            | Kind::OpenAiCompletions
+            | Kind::OpenAiResponses
+            | Kind::Ollama
+            | Kind::Tgi
+            | Kind::LlamaCpp
+            | Kind::Anthropic
+            | Kind::KserveV2
+            | Kind::KserveV2Grpc
+            | Kind::GrpcHealth => false,
+        }
     }
 
     /// What the simulator speaks for this kind, found by route: the dialects written in
@@ -135,16 +229,16 @@ impl Kind {
 
     /// Kinds whose requests can carry images.
     pub fn takes_images(self) -> bool {
-        matches!(
-            self,
+        match self {
             Kind::OpenAiChat
-                | Kind::OpenAiResponses
-                | Kind::Ollama
-                | Kind::Anthropic
-                | Kind::KserveV2
-                | Kind::KserveV2Grpc
-                | Kind::Http
-        )
+            | Kind::OpenAiResponses
+            | Kind::Ollama
+            | Kind::Anthropic
+            | Kind::KserveV2
+            | Kind::KserveV2Grpc
+            | Kind::Http => true,
+            Kind::OpenAiCompletions | Kind::Tgi | Kind::LlamaCpp | Kind::GrpcHealth => false,
+        }
     }
 }
 
@@ -167,29 +261,165 @@ pub enum KindSpec {
     Http(http::Spec),
 }
 
-/// Checks a probe's kind-specific keys with its kind's own check. Errors go to `cx`,
-/// positioned; `None` when there were any.
-pub(crate) fn check_spec(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<KindSpec> {
-    // The gRPC kinds' own keys, refused here for every other kind (after the kind's own
-    // refusals would reorder nothing: each key has one position).
-    if keys.kind != Kind::KserveV2Grpc {
-        keys.refuse(cx, &[Key::ModelVersion]);
+/// A kind's own keys: the serde shape its file declares (`Keys`), read from the probe's
+/// mapping by the loader and handed to the kind's `check` alone.
+pub(crate) trait OwnKeys: DeserializeOwned + JsonSchema {
+    /// Keys the kind accepts and ignores, so that files written before keep loading: not
+    /// named as this kind's when a probe of another kind is told which kinds take them.
+    const UNUSED: &'static [&'static str] = &[];
+
+    /// What a probe of another kind that sets `key` is told after "only for kind X".
+    fn instead(_key: &str) -> Option<&'static str> {
+        None
     }
-    if keys.kind != Kind::GrpcHealth {
-        keys.refuse(cx, &[Key::Service]);
+}
+
+/// The own keys of a kind that has none.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoKeys {}
+
+impl OwnKeys for NoKeys {}
+
+/// What the loader and the schema need of a kind's `Keys`, without its type.
+struct KeysOf {
+    names: &'static [&'static str],
+    unused: &'static [&'static str],
+    instead: fn(&str) -> Option<&'static str>,
+    schema: fn(&mut SchemaGenerator) -> Schema,
+    /// Reads keys with this shape, every problem said; whether they read.
+    read: fn(&mut Diagnostics, Value, &str, Option<&str>) -> bool,
+}
+
+impl KeysOf {
+    fn of<K: OwnKeys>() -> KeysOf {
+        KeysOf {
+            names: field_names::<K>(),
+            unused: K::UNUSED,
+            instead: K::instead,
+            schema: K::json_schema,
+            read: |cx, keys, prefix, probe| cx.section::<K>(keys, prefix, probe).is_some(),
+        }
     }
-    match keys.kind {
-        Kind::OpenAiChat | Kind::OpenAiCompletions => openai::check(cx, keys).map(KindSpec::OpenAi),
-        Kind::OpenAiResponses => openai_responses::check(cx, keys).map(KindSpec::OpenAiResponses),
-        Kind::Ollama => ollama::check(cx, keys).map(KindSpec::Ollama),
-        Kind::Tgi => tgi::check(cx, keys).map(KindSpec::Tgi),
-        Kind::LlamaCpp => llamacpp::check(cx, keys).map(KindSpec::LlamaCpp),
-        Kind::Anthropic => anthropic::check(cx, keys).map(KindSpec::Anthropic),
-        Kind::KserveV2 => kserve_v2::check(cx, keys).map(|s| KindSpec::KserveV2(Box::new(s))),
-        Kind::KserveV2Grpc => kserve_v2_grpc::check(cx, keys).map(|s| KindSpec::KserveV2Grpc(Box::new(s))),
-        Kind::GrpcHealth => grpc_health::check(cx, keys).map(KindSpec::GrpcHealth),
-        Kind::Http => http::check(cx, keys).map(KindSpec::Http),
+}
+
+fn keys_of(kind: Kind) -> KeysOf {
+    match kind {
+        Kind::OpenAiChat | Kind::OpenAiCompletions => KeysOf::of::<openai::Keys>(),
+        Kind::OpenAiResponses => KeysOf::of::<openai_responses::Keys>(),
+        Kind::Ollama => KeysOf::of::<ollama::Keys>(),
+        Kind::Tgi => KeysOf::of::<tgi::Keys>(),
+        Kind::LlamaCpp => KeysOf::of::<llamacpp::Keys>(),
+        Kind::Anthropic => KeysOf::of::<anthropic::Keys>(),
+        Kind::KserveV2 => KeysOf::of::<kserve_v2::Keys>(),
+        Kind::KserveV2Grpc => KeysOf::of::<kserve_v2_grpc::Keys>(),
+        Kind::GrpcHealth => KeysOf::of::<grpc_health::Keys>(),
+        Kind::Http => KeysOf::of::<http::Keys>(),
     }
+}
+
+/// The keys `kind` takes of its own, beyond those of every probe.
+pub(crate) fn own_keys(kind: Kind) -> &'static [&'static str] {
+    keys_of(kind).names
+}
+
+/// The kinds that take `key` as their own (those that merely accept it left out).
+pub(crate) fn kinds_taking(key: &str) -> Vec<Kind> {
+    Kind::ALL
+        .into_iter()
+        .filter(|k| {
+            let keys = keys_of(*k);
+            keys.names.contains(&key) && !keys.unused.contains(&key)
+        })
+        .collect()
+}
+
+/// What a probe whose kind does not take `key` is told, if some kind takes it: "only
+/// for kind http", "only for kinds kserve_v2 and kserve_v2_grpc", with the taking kind's
+/// word on what to use instead.
+pub(crate) fn refusal(key: &str) -> Option<String> {
+    let kinds = kinds_taking(key);
+    let first = *kinds.first()?;
+    let instead = (keys_of(first).instead)(key).unwrap_or_default();
+    Some(format!("only for {}{instead}", kinds_named(&kinds)))
+}
+
+/// A key the probe's kind does not take (or a probe whose kind is unknown): if some kind
+/// takes it, its value is read with that kind's shape, so that a value of the wrong type
+/// is said as such whatever the probe's kind, and then, if it read and the probe's kind is
+/// known, the key is refused ([`refusal`]). `false` when no kind takes the key.
+pub(crate) fn refuse(
+    cx: &mut Diagnostics,
+    kind: Option<Kind>,
+    key: &str,
+    value: Value,
+    prefix: &str,
+    probe: Option<&str>,
+) -> bool {
+    let (Some(message), Some(first)) = (refusal(key), kinds_taking(key).first().copied()) else {
+        return false;
+    };
+    let mut alone = serde_yaml::Mapping::new();
+    alone.insert(Value::String(key.to_owned()), value);
+    let path = format!("{prefix}.{key}");
+    let read = (keys_of(first).read)(cx, Value::Mapping(alone), prefix, probe);
+    // Said only of a probe whose kind is known: an unknown kind is the problem.
+    if read && kind.is_some() && !cx.is_settled(&path) {
+        cx.error(probe, &path, message);
+    }
+    true
+}
+
+/// "kind http", "kinds kserve_v2 and kserve_v2_grpc", "LLM kinds".
+pub(crate) fn kinds_named(kinds: &[Kind]) -> String {
+    let llm: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.is_llm()).collect();
+    if kinds == llm.as_slice() {
+        return "LLM kinds".to_owned();
+    }
+    let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+    match names.as_slice() {
+        [one] => format!("kind {one}"),
+        [rest @ .., last] => format!("kinds {} and {last}", rest.join(", ")),
+        [] => "no kind".to_owned(),
+    }
+}
+
+/// The schema of `kind`'s own keys: an object schema with their `properties`.
+pub(crate) fn own_keys_schema(kind: Kind, generator: &mut SchemaGenerator) -> Schema {
+    (keys_of(kind).schema)(generator)
+}
+
+/// Checks a probe's own keys (`own`, the mapping the loader set aside for its kind) with
+/// its kind's own check. Errors go to `cx`, positioned; `None` when there were any.
+pub(crate) fn check_spec(cx: &mut Diagnostics, common: Common<'_>, own: Value) -> Option<KindSpec> {
+    match common.kind {
+        Kind::OpenAiChat | Kind::OpenAiCompletions => {
+            run(cx, common, own, openai::check).map(KindSpec::OpenAi)
+        }
+        Kind::OpenAiResponses => run(cx, common, own, openai_responses::check).map(KindSpec::OpenAiResponses),
+        Kind::Ollama => run(cx, common, own, ollama::check).map(KindSpec::Ollama),
+        Kind::Tgi => run(cx, common, own, tgi::check).map(KindSpec::Tgi),
+        Kind::LlamaCpp => run(cx, common, own, llamacpp::check).map(KindSpec::LlamaCpp),
+        Kind::Anthropic => run(cx, common, own, anthropic::check).map(KindSpec::Anthropic),
+        Kind::KserveV2 => run(cx, common, own, kserve_v2::check).map(|s| KindSpec::KserveV2(Box::new(s))),
+        Kind::KserveV2Grpc => {
+            run(cx, common, own, kserve_v2_grpc::check).map(|s| KindSpec::KserveV2Grpc(Box::new(s)))
+        }
+        Kind::GrpcHealth => run(cx, common, own, grpc_health::check).map(KindSpec::GrpcHealth),
+        Kind::Http => run(cx, common, own, http::check).map(KindSpec::Http),
+    }
+}
+
+/// Reads a kind's own keys with its serde shape, every problem said (see
+/// [`Diagnostics::section`]), and hands them to the kind's `check`.
+fn run<K: OwnKeys, S>(
+    cx: &mut Diagnostics,
+    common: Common<'_>,
+    own: Value,
+    check: fn(&mut Diagnostics, KindKeys<'_, K>) -> Option<S>,
+) -> Option<S> {
+    let own = cx.section::<K>(own, common.prefix, common.probe)?;
+    check(cx, KindKeys { common, own })
 }
 
 /// The closed set of probes, one per kind's module. Each is boxed at its own size:

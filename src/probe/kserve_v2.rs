@@ -21,13 +21,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::endpoint::{self, Endpoint};
+use super::kinds::OwnKeys;
 use super::tensors::{self, OutputTensor};
 use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
-use crate::config::{Checker, Expect, Images, ProbeConfig, SpecKeys, TensorData, TensorInput};
+use crate::config::formats::HttpMethod;
+use crate::config::{
+    Diagnostics, Expect, Images, KindKeys, ProbeConfig, RawInput, TensorData, TensorInput, tensor_input,
+};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{Image, ImageError, ImageSet, bucket_of};
 
@@ -47,22 +52,52 @@ pub struct Spec {
     pub outputs: Vec<String>,
 }
 
+/// The keys only the Open Inference Protocol kinds take, as `kserve_v2` reads them.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    /// kserve_v2: the input tensor to send.
+    input: Option<RawInput>,
+    /// kserve_v2: ask the model's /ready before each inference (its own phase); the URL
+    /// must end in /infer.
+    ready_check: Option<bool>,
+    /// kserve_v2: the output tensors to request (default: all).
+    outputs: Option<Vec<String>>,
+    /// Accepted and unused (kserve_v2 sends its own POST).
+    #[schemars(with = "Option<HttpMethod>")]
+    method: Option<String>,
+    /// Accepted and unused (kserve_v2 builds its own body).
+    body: Option<String>,
+}
+
+impl OwnKeys for Keys {
+    const UNUSED: &'static [&'static str] = &["method", "body"];
+}
+
 /// Checks the `kserve_v2` keys of a probe into its [`Spec`]: `input` (required), images
 /// for it, `ready_check` and `outputs`. `method` and `body` are accepted and unused, as
 /// they always were (a method that is not one is an error).
-pub(crate) fn check(cx: &mut Checker<'_>, mut keys: SpecKeys<'_>) -> Option<Spec> {
-    keys.method(cx);
-    let images = keys
-        .images
-        .take()
-        .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
-    let input = cx.tensor_input(keys.probe, keys.prefix, keys.input.take(), images.as_ref());
-    keys.ready_check_url(cx);
+pub(crate) fn check(cx: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
+    endpoint::check_method(cx, &keys, keys.own.method.as_deref(), keys.own.body.is_some());
+    let images = keys.common.images.clone();
+    let c = &keys.common;
+    let input = tensor_input(cx, c.probe, c.prefix, keys.own.input, images.as_ref());
+    // `ready_check: true` asks `.../ready` next to `.../infer`.
+    if keys.own.ready_check == Some(true)
+        && c.url
+            .is_some_and(|u| !u.path().trim_end_matches('/').ends_with("/infer"))
+    {
+        cx.error(
+            c.probe,
+            &format!("{}.ready_check", c.prefix),
+            "needs a url ending in /infer (the check asks .../ready)",
+        );
+    }
     Some(Spec {
         input: input?,
         images,
-        ready_check: keys.ready_check.unwrap_or(false),
-        outputs: keys.outputs.unwrap_or_default(),
+        ready_check: keys.own.ready_check.unwrap_or(false),
+        outputs: keys.own.outputs.unwrap_or_default(),
     })
 }
 

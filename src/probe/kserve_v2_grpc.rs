@@ -28,14 +28,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use super::endpoint::Endpoint;
 use super::grpc::{
     self, Flag, ModelInferRequest, ModelInferResponse, ModelRef, RequestedOutput, Tensor, TensorContents,
 };
+use super::kinds::OwnKeys;
 use super::tensors::{self, OutputTensor};
 use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
-use crate::config::{Checker, Images, Key, ProbeConfig, SpecKeys, TensorData, TensorInput};
+use crate::config::{
+    Diagnostics, Images, KindKeys, ProbeConfig, RawInput, TensorData, TensorInput, tensor_input,
+};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{ImageError, ImageSet, bucket_of};
 
@@ -54,31 +59,43 @@ pub struct Spec {
     pub model_version: String,
 }
 
+/// The keys only the Open Inference Protocol kinds take, as `kserve_v2_grpc` reads them.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    /// kserve_v2: the input tensor to send.
+    input: Option<RawInput>,
+    /// Call ModelReady before each inference (its own phase).
+    ready_check: Option<bool>,
+    /// The output tensors to request (default: all).
+    outputs: Option<Vec<String>>,
+    /// kserve_v2_grpc: the model version to ask for (default: the server's choice).
+    model_version: Option<String>,
+}
+
+impl OwnKeys for Keys {}
+
 /// Checks the `kserve_v2_grpc` keys of a probe into its [`Spec`]: the url (a server,
 /// not a path), `input` (required, its literal values of its datatype), images for it,
 /// `ready_check`, `outputs` and `model_version`.
-pub(crate) fn check(cx: &mut Checker<'_>, mut keys: SpecKeys<'_>) -> Option<Spec> {
-    grpc::check_server_url(cx, &keys);
-    keys.refuse(cx, &[Key::Method, Key::Body]);
-    let images = keys
-        .images
-        .take()
-        .and_then(|i| cx.images(keys.probe, keys.prefix, keys.kind, i));
-    let input = cx.tensor_input(keys.probe, keys.prefix, keys.input.take(), images.as_ref())?;
+pub(crate) fn check(cx: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
+    grpc::check_server_url(cx, &keys.common);
+    let c = &keys.common;
+    let images = c.images.clone();
+    let input = tensor_input(cx, c.probe, c.prefix, keys.own.input, images.as_ref())?;
     if let TensorData::Literal(values) = &input.data
         && let Err(message) = encode_literal(&input.datatype, values)
     {
-        cx.error(keys.probe, &format!("{}.input.data", keys.prefix), message);
+        cx.error(c.probe, &format!("{}.input.data", c.prefix), message);
         return None;
     }
-    // Unset and empty mean the same, in the protocol too: the server's default version.
-    let model_version = keys.model_version.take().unwrap_or_default();
     Some(Spec {
         input,
         images,
-        ready_check: keys.ready_check.unwrap_or(false),
-        outputs: keys.outputs.unwrap_or_default(),
-        model_version,
+        ready_check: keys.own.ready_check.unwrap_or(false),
+        outputs: keys.own.outputs.unwrap_or_default(),
+        // Unset and empty mean the same, in the protocol too: the server's default version.
+        model_version: keys.own.model_version.unwrap_or_default(),
     })
 }
 

@@ -34,7 +34,7 @@ use super::generation::{
 };
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Checker, Kind, ProbeConfig, SpecKeys};
+use crate::config::{Diagnostics, Kind, KindKeys, ProbeConfig};
 use crate::outcome::{Failure, FailureReason, Observation};
 use crate::payload::images::{DataUrl, Image};
 
@@ -49,9 +49,12 @@ enum Api {
 /// images where [`Kind::takes_images`]), and no others.
 pub type Spec = GenerationSpec;
 
-/// Checks the keys of an `openai_chat` or `openai_completions` probe into its [`Spec`].
-pub(crate) fn check(cx: &mut Checker<'_>, keys: SpecKeys<'_>) -> Option<Spec> {
-    GenerationSpec::check(cx, keys)
+/// An LLM kind with no keys of its own: its prompts, `max_tokens` and images are
+/// every probe's keys, checked before.
+pub(crate) use super::kinds::NoKeys as Keys;
+
+pub(crate) fn check(_: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
+    GenerationSpec::from_common(keys.common)
 }
 
 pub struct OpenAiProbe {

@@ -24,7 +24,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::{ConfigError, ConfigErrors, PositionIndex};
+use crate::config::{ConfigErrors, Diagnostics};
 
 /// Sent on every response of the agent's port. The status page has inline CSS and
 /// SVG and no script, so nothing else needs loading; no page may frame it.
@@ -239,19 +239,10 @@ impl WebConfig {
 
     /// Checks web config text; relative file names are read from `file`'s directory.
     pub fn parse(text: &str, file: &Path) -> Result<WebConfig, ConfigErrors> {
-        let mut cx = Checker {
-            file: file.display().to_string(),
-            base: file.parent().map(Path::to_path_buf).unwrap_or_default(),
-            index: PositionIndex::build(text),
-            errors: Vec::new(),
-        };
-        let spec = cx.deserialize(text).unwrap_or_default();
-        let config = cx.build(spec);
-        if cx.errors.is_empty() {
-            Ok(config)
-        } else {
-            Err(ConfigErrors(cx.errors))
-        }
+        let mut cx = Diagnostics::new(file, text);
+        let spec = deserialize(&mut cx, text).unwrap_or_default();
+        let config = build(&mut cx, spec);
+        cx.finish().map(|_no_warnings| config)
     }
 
     pub fn tls_acceptor(&self) -> Option<&TlsAcceptor> {
@@ -384,411 +375,399 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     Some((user.to_owned(), password.to_owned()))
 }
 
-struct Checker {
-    file: String,
-    base: PathBuf,
-    index: PositionIndex,
-    errors: Vec<ConfigError>,
+/// A problem with a key itself (not allowed, not supported), reported at the key.
+fn error_key(cx: &mut Diagnostics, key: &str, message: impl Into<String>) {
+    let position = cx.index().locate_key(key);
+    cx.error_at(position, None, key, message);
+}
+fn deserialize(cx: &mut Diagnostics, text: &str) -> Option<FileSpec> {
+    if text.trim().is_empty() {
+        return Some(FileSpec::default());
+    }
+    let de = serde_yaml::Deserializer::from_str(text);
+    match serde_path_to_error::deserialize::<_, Option<FileSpec>>(de) {
+        Ok(spec) => Some(spec.unwrap_or_default()),
+        Err(e) => {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            let inner = e.into_inner();
+            let (line, column) = match inner.location() {
+                Some(l) => (l.line(), l.column()),
+                None => cx.index().locate(&path),
+            };
+            let mut message = inner.to_string();
+            if let Some(i) = message.find(" at line ") {
+                message.truncate(i);
+            }
+            // serde_norway starts with the path of the mapping at fault, which we
+            // print as the key.
+            let message = match message.split_once(": ") {
+                Some((head, rest)) if !head.contains(' ') && path.starts_with(head) => rest.to_owned(),
+                _ => message,
+            };
+            let message = hide_values(&message)
+                .replace("unknown field", "unknown key")
+                .replace("missing field", "missing key");
+            cx.error_at((line, column), None, &path, message);
+            None
+        }
+    }
 }
 
-impl Checker {
-    /// A problem with a value, reported where the value stands.
-    fn error(&mut self, key: &str, message: impl Into<String>) {
-        let position = self.index.locate(key);
-        self.error_at(position, key, message);
+fn build(cx: &mut Diagnostics, spec: FileSpec) -> WebConfig {
+    let mut config = WebConfig::default();
+    if spec.rate_limit.is_some() {
+        error_key(
+            cx,
+            "rate_limit",
+            "not supported by inferprobe (its port caps connections instead: --web.max-connections)",
+        );
     }
-
-    /// A problem with a key itself (not allowed, not supported), reported at the key.
-    fn error_key(&mut self, key: &str, message: impl Into<String>) {
-        let position = self.index.locate_key(key);
-        self.error_at(position, key, message);
+    if let Some(tls) = spec.tls_server_config {
+        config.tls = server_tls(cx, tls).map(|c| TlsAcceptor::from(Arc::new(c)));
     }
-
-    fn error_at(&mut self, (line, column): (usize, usize), key: &str, message: impl Into<String>) {
-        self.errors.push(ConfigError {
-            file: self.file.clone(),
-            line,
-            column,
-            probe: None,
-            key: key.to_owned(),
-            message: message.into(),
-        });
-    }
-
-    fn deserialize(&mut self, text: &str) -> Option<FileSpec> {
-        if text.trim().is_empty() {
-            return Some(FileSpec::default());
-        }
-        let de = serde_yaml::Deserializer::from_str(text);
-        match serde_path_to_error::deserialize::<_, Option<FileSpec>>(de) {
-            Ok(spec) => Some(spec.unwrap_or_default()),
-            Err(e) => {
-                let path = e.path().to_string();
-                let path = if path == "." { String::new() } else { path };
-                let inner = e.into_inner();
-                let (line, column) = match inner.location() {
-                    Some(l) => (l.line(), l.column()),
-                    None => self.index.locate(&path),
-                };
-                let mut message = inner.to_string();
-                if let Some(i) = message.find(" at line ") {
-                    message.truncate(i);
-                }
-                // serde_norway starts with the path of the mapping at fault, which we
-                // print as the key.
-                let message = match message.split_once(": ") {
-                    Some((head, rest)) if !head.contains(' ') && path.starts_with(head) => rest.to_owned(),
-                    _ => message,
-                };
-                let message = hide_values(&message)
-                    .replace("unknown field", "unknown key")
-                    .replace("missing field", "missing key");
-                self.errors.push(ConfigError {
-                    file: self.file.clone(),
-                    line,
-                    column,
-                    probe: None,
-                    key: path,
-                    message,
-                });
-                None
-            }
+    if let Some(http) = spec.http_server_config {
+        for (name, value) in http.headers.unwrap_or_default() {
+            header(cx, &mut config.headers, &name, &value);
         }
     }
+    let users = spec.basic_auth_users.unwrap_or_default();
+    let excluded_paths = spec.auth_excluded_paths.unwrap_or_default();
+    if !users.is_empty() {
+        config.auth = basic_auth(cx, users, excluded_paths);
+    }
+    config
+}
 
-    fn build(&mut self, spec: FileSpec) -> WebConfig {
-        let mut config = WebConfig::default();
-        if spec.rate_limit.is_some() {
-            self.error_key(
-                "rate_limit",
-                "not supported by inferprobe (its port caps connections instead: --web.max-connections)",
+fn header(cx: &mut Diagnostics, headers: &mut Vec<(HeaderName, HeaderValue)>, name: &str, value: &str) {
+    let key = format!("http_server_config.headers.{name}");
+    let Some((_, allowed)) = SETTABLE_HEADERS.iter().find(|(n, _)| *n == name) else {
+        let names: Vec<&str> = SETTABLE_HEADERS.iter().map(|(n, _)| *n).collect();
+        error_key(
+            cx,
+            &key,
+            format!(
+                "HTTP header {name:?} can not be configured; these can: {}",
+                names.join(", ")
+            ),
+        );
+        return;
+    };
+    if !allowed.is_empty() && !allowed.contains(&value) {
+        cx.error(
+            None,
+            &key,
+            format!("invalid value {value:?}; expected one of {allowed:?}"),
+        );
+        return;
+    }
+    let header = HeaderName::from_bytes(name.as_bytes()).expect("listed header names are valid");
+    // "Unset if blank": the file adds nothing, and our own default stays.
+    if value.is_empty() {
+        return;
+    }
+    let Ok(value) = HeaderValue::from_str(value) else {
+        cx.error(None, &key, "the value must be visible ASCII (no line breaks)");
+        return;
+    };
+    headers.retain(|(n, _)| *n != header);
+    headers.push((header, value));
+}
+
+fn basic_auth(
+    cx: &mut Diagnostics,
+    users: BTreeMap<String, String>,
+    excluded_paths: Vec<String>,
+) -> Option<BasicAuth> {
+    let mut costs = Vec::new();
+    for (user, hash) in &users {
+        let key = format!("basic_auth_users.{user}");
+        if user.contains(':') {
+            cx.error(
+                None,
+                &key,
+                "a user name cannot contain `:` (basic auth splits there)",
             );
         }
-        if let Some(tls) = spec.tls_server_config {
-            config.tls = self.tls(tls).map(|c| TlsAcceptor::from(Arc::new(c)));
-        }
-        if let Some(http) = spec.http_server_config {
-            for (name, value) in http.headers.unwrap_or_default() {
-                self.header(&mut config.headers, &name, &value);
-            }
-        }
-        let users = spec.basic_auth_users.unwrap_or_default();
-        let excluded_paths = spec.auth_excluded_paths.unwrap_or_default();
-        if !users.is_empty() {
-            config.auth = self.basic_auth(users, excluded_paths);
-        }
-        config
-    }
-
-    fn header(&mut self, headers: &mut Vec<(HeaderName, HeaderValue)>, name: &str, value: &str) {
-        let key = format!("http_server_config.headers.{name}");
-        let Some((_, allowed)) = SETTABLE_HEADERS.iter().find(|(n, _)| *n == name) else {
-            let names: Vec<&str> = SETTABLE_HEADERS.iter().map(|(n, _)| *n).collect();
-            self.error_key(
+        match hash.parse::<bcrypt::HashParts>() {
+            Ok(parts) if parts.get_cost() > MAX_BCRYPT_COST => cx.error(
+                None,
                 &key,
                 format!(
-                    "HTTP header {name:?} can not be configured; these can: {}",
-                    names.join(", ")
+                    "bcrypt cost {} is above {MAX_BCRYPT_COST}: each check would take seconds of CPU, so a few requests would stall the port; use 10 to 12",
+                    parts.get_cost()
                 ),
-            );
-            return;
-        };
-        if !allowed.is_empty() && !allowed.contains(&value) {
-            self.error(
+            ),
+            Ok(parts) => costs.push(parts.get_cost()),
+            // Not the value: it may be a password written where its hash belongs.
+            Err(_) => cx.error(
+                None,
                 &key,
-                format!("invalid value {value:?}; expected one of {allowed:?}"),
-            );
-            return;
-        }
-        let header = HeaderName::from_bytes(name.as_bytes()).expect("listed header names are valid");
-        // "Unset if blank": the file adds nothing, and our own default stays.
-        if value.is_empty() {
-            return;
-        }
-        let Ok(value) = HeaderValue::from_str(value) else {
-            self.error(&key, "the value must be visible ASCII (no line breaks)");
-            return;
-        };
-        headers.retain(|(n, _)| *n != header);
-        headers.push((header, value));
-    }
-
-    fn basic_auth(
-        &mut self,
-        users: BTreeMap<String, String>,
-        excluded_paths: Vec<String>,
-    ) -> Option<BasicAuth> {
-        let mut costs = Vec::new();
-        for (user, hash) in &users {
-            let key = format!("basic_auth_users.{user}");
-            if user.contains(':') {
-                self.error(&key, "a user name cannot contain `:` (basic auth splits there)");
-            }
-            match hash.parse::<bcrypt::HashParts>() {
-                Ok(parts) if parts.get_cost() > MAX_BCRYPT_COST => self.error(
-                    &key,
-                    format!(
-                        "bcrypt cost {} is above {MAX_BCRYPT_COST}: each check would take seconds of CPU, so a few requests would stall the port; use 10 to 12",
-                        parts.get_cost()
-                    ),
-                ),
-                Ok(parts) => costs.push(parts.get_cost()),
-                // Not the value: it may be a password written where its hash belongs.
-                Err(_) => self.error(
-                    &key,
-                    "not a bcrypt hash; make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
-                ),
-            }
-        }
-        let cost = costs.into_iter().max()?;
-        let decoy = match bcrypt::hash("inferprobe decoy password", cost) {
-            Ok(h) => h,
-            Err(e) => {
-                self.error("basic_auth_users", format!("cannot use bcrypt: {e}"));
-                return None;
-            }
-        };
-        Some(BasicAuth {
-            users: users.into_iter().collect(),
-            decoy,
-            excluded_paths,
-            cache: Mutex::default(),
-            hasher: std::collections::hash_map::RandomState::new(),
-            bcrypt: tokio::sync::Mutex::new(()),
-            waiting: std::sync::atomic::AtomicUsize::new(0),
-        })
-    }
-
-    /// A PEM value from `<name>` (inline) or `<name>_file`, not both.
-    fn pem(
-        &mut self,
-        inline: Option<String>,
-        file: Option<PathBuf>,
-        name: &str,
-    ) -> Option<(Vec<u8>, String)> {
-        let key = |k: &str| format!("tls_server_config.{k}");
-        match (inline, file) {
-            (Some(_), Some(_)) => {
-                self.error(&key(name), format!("give {name} or {name}_file, not both"));
-                None
-            }
-            (Some(text), None) => Some((text.into_bytes(), key(name))),
-            (None, Some(path)) => {
-                let full = self.base.join(&path);
-                match crate::config::files::read_regular(&full, MAX_FILE_BYTES) {
-                    Ok(bytes) => Some((bytes, key(&format!("{name}_file")))),
-                    Err(e) => {
-                        self.error(
-                            &key(&format!("{name}_file")),
-                            format!("cannot read {}: {e}", full.display()),
-                        );
-                        None
-                    }
-                }
-            }
-            (None, None) => None,
-        }
-    }
-
-    fn tls(&mut self, spec: TlsSpec) -> Option<rustls::ServerConfig> {
-        let errors_before = self.errors.len();
-        let at = |k: &str| format!("tls_server_config.{k}");
-        let client_auth = match spec.client_auth_type.as_deref().map(ClientAuth::parse) {
-            None => ClientAuth::NoClientCert,
-            Some(Some(c)) => c,
-            Some(None) => {
-                self.error(
-                    &at("client_auth_type"),
-                    format!(
-                        "unknown value {:?}; expected one of NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert",
-                        spec.client_auth_type.unwrap_or_default()
-                    ),
-                );
-                ClientAuth::NoClientCert
-            }
-        };
-        for (key, given) in [
-            (
-                "cipher_suites",
-                spec.cipher_suites.as_ref().is_some_and(|v| !v.is_empty()),
+                "not a bcrypt hash; make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
             ),
-            (
-                "curve_preferences",
-                spec.curve_preferences.as_ref().is_some_and(|v| !v.is_empty()),
-            ),
-        ] {
-            if given {
-                self.error_key(
-                    &at(key),
-                    "not supported: rustls offers only its own modern suites and curves (remove the key)",
-                );
-            }
         }
-        if spec.client_allowed_sans.is_some() {
-            self.error_key(
-                &at("client_allowed_sans"),
-                "not supported by inferprobe; use a client CA that issues only to allowed clients",
-            );
-        }
-        let min = self.version(
-            spec.min_version.as_deref(),
-            "min_version",
-            &rustls::version::TLS12,
-        );
-        let max = self.version(
-            spec.max_version.as_deref(),
-            "max_version",
-            &rustls::version::TLS13,
-        );
-        let versions: Vec<&'static rustls::SupportedProtocolVersion> =
-            [&rustls::version::TLS12, &rustls::version::TLS13]
-                .into_iter()
-                .filter(|v| rank(v) >= rank(min) && rank(v) <= rank(max))
-                .collect();
-        if versions.is_empty() {
-            self.error(&at("max_version"), "max_version is below min_version");
-        }
-        let cert = self.pem(spec.cert, spec.cert_file, "cert");
-        let key = self.pem(spec.key, spec.key_file, "key");
-        let client_ca = self.pem(spec.client_ca, spec.client_ca_file, "client_ca");
-        let (Some((cert, cert_at)), Some((key, key_at))) = (cert, key) else {
-            if self.errors.len() == errors_before {
-                self.error(
-                    "tls_server_config",
-                    "missing one of cert or cert_file, or of key or key_file",
-                );
-            }
-            return None;
-        };
-        let certs: Vec<CertificateDer<'static>> =
-            match CertificateDer::pem_slice_iter(&cert).collect::<Result<Vec<_>, _>>() {
-                Ok(c) if !c.is_empty() => c,
-                Ok(_) => {
-                    self.error(&cert_at, "no PEM certificate found");
-                    return None;
-                }
-                Err(e) => {
-                    self.error(&cert_at, format!("not a PEM certificate: {e:?}"));
-                    return None;
-                }
-            };
-        let key = match PrivateKeyDer::from_pem_slice(&key) {
-            Ok(k) => k,
-            Err(e) => {
-                // Never the key's bytes.
-                self.error(&key_at, format!("no PEM private key found ({e:?})"));
-                return None;
-            }
-        };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> = match (
-            client_auth,
-            client_ca,
-        ) {
-            (ClientAuth::NoClientCert, Some((_, ca_at))) => {
-                self.error(
-                    &ca_at,
-                    "client CAs are configured without a client_auth_type that uses them (e.g. RequireAndVerifyClientCert)",
-                );
-                None
-            }
-            (ClientAuth::NoClientCert, None) => None,
-            (c, None) if c.verifies() => {
-                self.error(
-                    &at("client_auth_type"),
-                    "this policy verifies client certificates: give client_ca_file (or client_ca)",
-                );
-                None
-            }
-            (c, ca) if c.verifies() => {
-                let (pem, ca_at) = ca.expect("checked above");
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in CertificateDer::pem_slice_iter(&pem) {
-                    match cert.map(|c| roots.add(c)) {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => self.error(&ca_at, format!("not a usable CA certificate: {e}")),
-                        Err(e) => self.error(&ca_at, format!("not a PEM certificate: {e:?}")),
-                    }
-                }
-                if roots.is_empty() {
-                    self.error(&ca_at, "no CA certificate found");
-                    return None;
-                }
-                let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                    Arc::new(roots),
-                    provider.clone(),
-                );
-                let builder = if c == ClientAuth::VerifyClientCertIfGiven {
-                    builder.allow_unauthenticated()
-                } else {
-                    builder
-                };
-                match builder.build() {
-                    Ok(v) => Some(v),
-                    Err(e) => {
-                        self.error(&ca_at, format!("cannot verify clients with these CAs: {e}"));
-                        None
-                    }
-                }
-            }
-            // Go asks for (or requires) a certificate but does not verify it; the CA,
-            // if any, goes unused, as there.
-            (c, _) => Some(Arc::new(AnyClientCert {
-                provider: provider.clone(),
-                mandatory: c == ClientAuth::RequireAnyClientCert,
-            })),
-        };
-        if self.errors.len() > errors_before {
+    }
+    let cost = costs.into_iter().max()?;
+    let decoy = match bcrypt::hash("inferprobe decoy password", cost) {
+        Ok(h) => h,
+        Err(e) => {
+            cx.error(None, "basic_auth_users", format!("cannot use bcrypt: {e}"));
             return None;
         }
-        let builder =
-            match rustls::ServerConfig::builder_with_provider(provider).with_protocol_versions(&versions) {
-                Ok(b) => b,
+    };
+    Some(BasicAuth {
+        users: users.into_iter().collect(),
+        decoy,
+        excluded_paths,
+        cache: Mutex::default(),
+        hasher: std::collections::hash_map::RandomState::new(),
+        bcrypt: tokio::sync::Mutex::new(()),
+        waiting: std::sync::atomic::AtomicUsize::new(0),
+    })
+}
+
+/// A PEM value from `<name>` (inline) or `<name>_file`, not both.
+fn pem(
+    cx: &mut Diagnostics,
+    inline: Option<String>,
+    file: Option<PathBuf>,
+    name: &str,
+) -> Option<(Vec<u8>, String)> {
+    let key = |k: &str| format!("tls_server_config.{k}");
+    match (inline, file) {
+        (Some(_), Some(_)) => {
+            cx.error(None, &key(name), format!("give {name} or {name}_file, not both"));
+            None
+        }
+        (Some(text), None) => Some((text.into_bytes(), key(name))),
+        (None, Some(path)) => {
+            let full = cx.base_dir.join(&path);
+            match crate::config::files::read_regular(&full, MAX_FILE_BYTES) {
+                Ok(bytes) => Some((bytes, key(&format!("{name}_file")))),
                 Err(e) => {
-                    self.error("tls_server_config", format!("TLS setup failed: {e}"));
-                    return None;
+                    cx.error(
+                        None,
+                        &key(&format!("{name}_file")),
+                        format!("cannot read {}: {e}", full.display()),
+                    );
+                    None
                 }
-            };
-        let builder = match verifier {
-            Some(v) => builder.with_client_cert_verifier(v),
-            None => builder.with_no_client_auth(),
-        };
-        let mut config = match builder.with_single_cert(certs, key) {
-            Ok(c) => c,
+            }
+        }
+        (None, None) => None,
+    }
+}
+
+fn server_tls(cx: &mut Diagnostics, spec: TlsSpec) -> Option<rustls::ServerConfig> {
+    let errors_before = cx.error_count();
+    let at = |k: &str| format!("tls_server_config.{k}");
+    let client_auth = match spec.client_auth_type.as_deref().map(ClientAuth::parse) {
+        None => ClientAuth::NoClientCert,
+        Some(Some(c)) => c,
+        Some(None) => {
+            cx.error(
+                None,
+                &at("client_auth_type"),
+                format!(
+                    "unknown value {:?}; expected one of NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert",
+                    spec.client_auth_type.unwrap_or_default()
+                ),
+            );
+            ClientAuth::NoClientCert
+        }
+    };
+    for (key, given) in [
+        (
+            "cipher_suites",
+            spec.cipher_suites.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "curve_preferences",
+            spec.curve_preferences.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+    ] {
+        if given {
+            error_key(
+                cx,
+                &at(key),
+                "not supported: rustls offers only its own modern suites and curves (remove the key)",
+            );
+        }
+    }
+    if spec.client_allowed_sans.is_some() {
+        error_key(
+            cx,
+            &at("client_allowed_sans"),
+            "not supported by inferprobe; use a client CA that issues only to allowed clients",
+        );
+    }
+    let min = version(
+        cx,
+        spec.min_version.as_deref(),
+        "min_version",
+        &rustls::version::TLS12,
+    );
+    let max = version(
+        cx,
+        spec.max_version.as_deref(),
+        "max_version",
+        &rustls::version::TLS13,
+    );
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> =
+        [&rustls::version::TLS12, &rustls::version::TLS13]
+            .into_iter()
+            .filter(|v| rank(v) >= rank(min) && rank(v) <= rank(max))
+            .collect();
+    if versions.is_empty() {
+        cx.error(None, &at("max_version"), "max_version is below min_version");
+    }
+    let cert = pem(cx, spec.cert, spec.cert_file, "cert");
+    let key = pem(cx, spec.key, spec.key_file, "key");
+    let client_ca = pem(cx, spec.client_ca, spec.client_ca_file, "client_ca");
+    let (Some((cert, cert_at)), Some((key, key_at))) = (cert, key) else {
+        if cx.error_count() == errors_before {
+            cx.error(
+                None,
+                "tls_server_config",
+                "missing one of cert or cert_file, or of key or key_file",
+            );
+        }
+        return None;
+    };
+    let certs: Vec<CertificateDer<'static>> =
+        match CertificateDer::pem_slice_iter(&cert).collect::<Result<Vec<_>, _>>() {
+            Ok(c) if !c.is_empty() => c,
+            Ok(_) => {
+                cx.error(None, &cert_at, "no PEM certificate found");
+                return None;
+            }
             Err(e) => {
-                self.error(&key_at, format!("the key does not fit the certificate: {e}"));
+                cx.error(None, &cert_at, format!("not a PEM certificate: {e:?}"));
                 return None;
             }
         };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        config.ignore_client_order = spec.prefer_server_cipher_suites.unwrap_or(true);
-        Some(config)
+    let key = match PrivateKeyDer::from_pem_slice(&key) {
+        Ok(k) => k,
+        Err(e) => {
+            // Never the key's bytes.
+            cx.error(None, &key_at, format!("no PEM private key found ({e:?})"));
+            return None;
+        }
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> = match (client_auth, client_ca)
+    {
+        (ClientAuth::NoClientCert, Some((_, ca_at))) => {
+            cx.error(
+                None,
+                &ca_at,
+                "client CAs are configured without a client_auth_type that uses them (e.g. RequireAndVerifyClientCert)",
+            );
+            None
+        }
+        (ClientAuth::NoClientCert, None) => None,
+        (c, None) if c.verifies() => {
+            cx.error(
+                None,
+                &at("client_auth_type"),
+                "this policy verifies client certificates: give client_ca_file (or client_ca)",
+            );
+            None
+        }
+        (c, ca) if c.verifies() => {
+            let (pem, ca_at) = ca.expect("checked above");
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                match cert.map(|c| roots.add(c)) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => cx.error(None, &ca_at, format!("not a usable CA certificate: {e}")),
+                    Err(e) => cx.error(None, &ca_at, format!("not a PEM certificate: {e:?}")),
+                }
+            }
+            if roots.is_empty() {
+                cx.error(None, &ca_at, "no CA certificate found");
+                return None;
+            }
+            let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider.clone(),
+            );
+            let builder = if c == ClientAuth::VerifyClientCertIfGiven {
+                builder.allow_unauthenticated()
+            } else {
+                builder
+            };
+            match builder.build() {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    cx.error(None, &ca_at, format!("cannot verify clients with these CAs: {e}"));
+                    None
+                }
+            }
+        }
+        // Go asks for (or requires) a certificate but does not verify it; the CA,
+        // if any, goes unused, as there.
+        (c, _) => Some(Arc::new(AnyClientCert {
+            provider: provider.clone(),
+            mandatory: c == ClientAuth::RequireAnyClientCert,
+        })),
+    };
+    if cx.error_count() > errors_before {
+        return None;
     }
+    let builder =
+        match rustls::ServerConfig::builder_with_provider(provider).with_protocol_versions(&versions) {
+            Ok(b) => b,
+            Err(e) => {
+                cx.error(None, "tls_server_config", format!("TLS setup failed: {e}"));
+                return None;
+            }
+        };
+    let builder = match verifier {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = match builder.with_single_cert(certs, key) {
+        Ok(c) => c,
+        Err(e) => {
+            cx.error(
+                None,
+                &key_at,
+                format!("the key does not fit the certificate: {e}"),
+            );
+            return None;
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.ignore_client_order = spec.prefer_server_cipher_suites.unwrap_or(true);
+    Some(config)
+}
 
-    fn version(
-        &mut self,
-        given: Option<&str>,
-        key: &str,
-        default: &'static rustls::SupportedProtocolVersion,
-    ) -> &'static rustls::SupportedProtocolVersion {
-        match given {
-            None => default,
-            Some("TLS12") => &rustls::version::TLS12,
-            Some("TLS13") => &rustls::version::TLS13,
-            Some(v @ ("TLS10" | "TLS11")) => {
-                self.error(
-                    &format!("tls_server_config.{key}"),
-                    format!("{v} is not supported (rustls speaks TLS 1.2 and 1.3 only): use TLS12 or TLS13"),
-                );
-                default
-            }
-            Some(v) => {
-                self.error(
-                    &format!("tls_server_config.{key}"),
-                    format!("unknown TLS version {v:?}; expected TLS12 or TLS13"),
-                );
-                default
-            }
+fn version(
+    cx: &mut Diagnostics,
+    given: Option<&str>,
+    key: &str,
+    default: &'static rustls::SupportedProtocolVersion,
+) -> &'static rustls::SupportedProtocolVersion {
+    match given {
+        None => default,
+        Some("TLS12") => &rustls::version::TLS12,
+        Some("TLS13") => &rustls::version::TLS13,
+        Some(v @ ("TLS10" | "TLS11")) => {
+            cx.error(
+                None,
+                &format!("tls_server_config.{key}"),
+                format!("{v} is not supported (rustls speaks TLS 1.2 and 1.3 only): use TLS12 or TLS13"),
+            );
+            default
+        }
+        Some(v) => {
+            cx.error(
+                None,
+                &format!("tls_server_config.{key}"),
+                format!("unknown TLS version {v:?}; expected TLS12 or TLS13"),
+            );
+            default
         }
     }
 }

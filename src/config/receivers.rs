@@ -1,0 +1,251 @@
+//! `receivers:`: where pages go. The keys every receiver has are read here; what a kind
+//! of receiver takes of its own is its file's in notify/.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_yaml::Value;
+
+use super::diagnostics::Diagnostics;
+use super::formats::{Duration as DurationText, Name};
+use super::values::{Secret, duration, existing_file, secret_headers, secret_url, valid_label_value};
+
+pub const DEFAULT_RECEIVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Retries back off up to this; a receiver that is down for an hour gets a try every
+/// five minutes, and the page goes out within five minutes of its return.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// A page that could not be delivered for a day is dropped (and counted): by then it
+/// tells nobody anything they can act on.
+pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// Alertmanager expects active alerts to be re-sent every 30 s to 3 min; Prometheus
+/// uses 1 min, and so do we by default.
+pub const DEFAULT_RESEND_INTERVAL: Duration = Duration::from_secs(60);
+
+pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
+
+/// Where notifications go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiverKind {
+    Alertmanager,
+    Pagerduty,
+    Webhook,
+    Slack,
+}
+
+impl ReceiverKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiverKind::Alertmanager => "alertmanager",
+            ReceiverKind::Pagerduty => "pagerduty",
+            ReceiverKind::Webhook => "webhook",
+            ReceiverKind::Slack => "slack",
+        }
+    }
+}
+
+/// One validated receiver. The URL is a secret (a Slack webhook URL is its own key);
+/// `host` is what may be shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceiverConfig {
+    pub name: String,
+    pub kind: ReceiverKind,
+    pub url: Secret,
+    pub host: String,
+    /// PagerDuty's integration key.
+    pub routing_key: Option<Secret>,
+    pub headers: Vec<(http::HeaderName, Secret)>,
+    pub timeout: Duration,
+    pub max_backoff: Duration,
+    pub give_up_after: Duration,
+    pub ca_file: Option<PathBuf>,
+    /// Alertmanager: how often active alerts are re-sent.
+    pub resend_interval: Duration,
+}
+
+/// Where pages go: Alertmanager, PagerDuty, Slack or any webhook.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Receiver")]
+pub(super) struct RawReceiver {
+    /// Unique name, for `alert.receivers`: 1-64 letters, digits, `_`, `-` or `.`.
+    #[schemars(with = "Name")]
+    name: String,
+    /// The API it speaks.
+    // Read before the rest, by `Diagnostics::read_kind`; here for serde and the schema.
+    #[allow(dead_code)]
+    kind: ReceiverKind,
+    /// Where to send: Alertmanager's base URL, the Slack or webhook URL (required but
+    /// for pagerduty). A secret: never shown; e.g. "${SLACK_WEBHOOK_URL}".
+    url: Option<String>,
+    /// pagerduty: the integration's routing key, e.g. "${PAGERDUTY_ROUTING_KEY}".
+    routing_key: Option<String>,
+    /// Headers sent with each page, e.g. Authorization. Values are secrets.
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// Per attempt (default 10s).
+    #[schemars(with = "Option<DurationText>")]
+    timeout: Option<String>,
+    /// Retries back off up to this (default 5m).
+    #[schemars(with = "Option<DurationText>")]
+    max_backoff: Option<String>,
+    /// A page not delivered by then is dropped and counted (default 24h).
+    #[schemars(with = "Option<DurationText>")]
+    give_up_after: Option<String>,
+    /// A PEM file of extra CA certificates to trust, relative to this file.
+    ca_file: Option<String>,
+    /// alertmanager: how often firing alerts are re-sent, at most 5m (default 1m).
+    #[schemars(with = "Option<DurationText>")]
+    resend_interval: Option<String>,
+}
+
+/// The valid receivers, and the names of all (so that a probe naming a receiver
+/// with a problem is not told it does not exist).
+pub(super) fn check_receivers(
+    cx: &mut Diagnostics,
+    value: Option<Value>,
+) -> (Vec<ReceiverConfig>, Vec<String>) {
+    let items = match value {
+        None | Some(Value::Null) => return (Vec::new(), Vec::new()),
+        Some(Value::Sequence(items)) => items,
+        Some(_) => {
+            cx.error(None, "receivers", "must be a list of receivers");
+            return (Vec::new(), Vec::new());
+        }
+    };
+    let mut names: Vec<String> = Vec::new();
+    for name in items.iter().filter_map(|v| v.get("name").and_then(Value::as_str)) {
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, mut value) in items.into_iter().enumerate() {
+        let prefix = format!("receivers[{i}]");
+        // Before the rest: a receiver whose other keys are refused still has its name.
+        if let Some(name) = value.get("name").and_then(Value::as_str)
+            && let Some(first) = seen.insert(name.to_owned(), i)
+        {
+            cx.error(
+                None,
+                &format!("{prefix}.name"),
+                format!("duplicate receiver name; receivers[{first}] has it already"),
+            );
+        }
+        let kind = cx.read_kind::<ReceiverKind>(&mut value, &prefix, None, "webhook");
+        let Some(raw) = cx.section::<RawReceiver>(value, &prefix, None) else {
+            continue;
+        };
+        if let Some(r) = receiver(cx, raw, kind, &prefix) {
+            out.push(r);
+        }
+    }
+    (out, names)
+}
+
+/// One receiver; `kind` from [`Diagnostics::read_kind`]: for a kind that is not known,
+/// only the keys every kind has are checked.
+fn receiver(
+    cx: &mut Diagnostics,
+    raw: RawReceiver,
+    kind: Option<ReceiverKind>,
+    prefix: &str,
+) -> Option<ReceiverConfig> {
+    let before = cx.error_count();
+    let key = |k: &str| format!("{prefix}.{k}");
+    if !valid_label_value(&raw.name) {
+        cx.error(
+            None,
+            &key("name"),
+            "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+        );
+    }
+    let url_text = match (&raw.url, kind) {
+        (Some(u), _) => Some(u.clone()),
+        (None, None) => None,
+        (None, Some(ReceiverKind::Pagerduty)) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
+        (None, Some(kind)) => {
+            cx.error(
+                None,
+                &key("url"),
+                format!("a receiver of kind {} needs a `url`", kind.as_str()),
+            );
+            None
+        }
+    };
+    // Never echo the URL in a message: a Slack webhook URL is a secret.
+    let url = url_text.and_then(|t| secret_url(cx, &key("url"), &t));
+    let routing_key = match (&raw.routing_key, kind) {
+        (_, None) => None,
+        (Some(k), Some(ReceiverKind::Pagerduty)) => {
+            if k.trim().is_empty() {
+                cx.error(None, &key("routing_key"), "is empty");
+                None
+            } else {
+                Some(Secret::new(k.clone()))
+            }
+        }
+        (None, Some(ReceiverKind::Pagerduty)) => {
+            cx.error(
+                None,
+                &key("routing_key"),
+                "a pagerduty receiver needs the integration's `routing_key` (e.g. ${PAGERDUTY_ROUTING_KEY})",
+            );
+            None
+        }
+        (Some(_), Some(kind)) => {
+            cx.error(
+                None,
+                &key("routing_key"),
+                format!("only for kind pagerduty, not {}", kind.as_str()),
+            );
+            None
+        }
+        (None, _) => None,
+    };
+    let headers = secret_headers(cx, None, &key("headers"), &raw.headers);
+    let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
+        Some(s) => duration(cx, None, &key(k), s),
+        None => Some(default),
+    };
+    let timeout = duration("timeout", &raw.timeout, DEFAULT_RECEIVER_TIMEOUT);
+    let max_backoff = duration("max_backoff", &raw.max_backoff, DEFAULT_MAX_BACKOFF);
+    let give_up_after = duration("give_up_after", &raw.give_up_after, DEFAULT_GIVE_UP_AFTER);
+    let resend_interval = duration("resend_interval", &raw.resend_interval, DEFAULT_RESEND_INTERVAL);
+    if raw.resend_interval.is_some() && kind.is_some_and(|k| k != ReceiverKind::Alertmanager) {
+        cx.error(None, &key("resend_interval"), "only for kind alertmanager");
+    } else if resend_interval.is_some_and(|d| d > Duration::from_secs(300)) {
+        cx.error(
+            None,
+            &key("resend_interval"),
+            "must be at most 5m (Alertmanager expects re-sends every 30 s to 3 min)",
+        );
+    }
+    let ca_file = raw
+        .ca_file
+        .and_then(|f| existing_file(cx, None, &key("ca_file"), &f));
+    if cx.error_count() > before {
+        return None;
+    }
+    let url = url?;
+    Some(ReceiverConfig {
+        name: raw.name,
+        kind: kind?,
+        host: url.host().unwrap_or_default().to_owned(),
+        url: Secret::new(url.to_string()),
+        routing_key,
+        headers,
+        timeout: timeout?,
+        max_backoff: max_backoff?,
+        give_up_after: give_up_after?,
+        ca_file,
+        resend_interval: resend_interval?,
+    })
+}
