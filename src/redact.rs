@@ -160,8 +160,8 @@ impl Redactor {
 
     pub fn add_receiver(&mut self, rc: &ReceiverConfig) {
         self.add_url(rc.url.expose());
-        if let Some(key) = &rc.routing_key {
-            self.add(key.expose());
+        for secret in rc.spec.secrets() {
+            self.add(secret.expose());
         }
         for (name, value) in &rc.headers {
             self.add_header(name, value.expose());

@@ -79,8 +79,8 @@ pub async fn run(
         if !kinds.contains(&rc.kind) {
             kinds.push(rc.kind);
         }
-        if rc.kind == ReceiverKind::Alertmanager {
-            am_expiry = am_expiry.max(4 * rc.resend_interval);
+        if let Some(resend_interval) = rc.spec.resend_interval() {
+            am_expiry = am_expiry.max(4 * resend_interval);
         }
         let n = Notification {
             id: format!(

@@ -6,6 +6,9 @@
 use serde_yaml::Value;
 
 use super::diagnostics::Diagnostics;
+use super::own_keys::is_secret;
+use crate::notify::ReceiverKind;
+use crate::probe::kinds::Kind;
 
 /// Replaces `${NAME}` with `env(NAME)`, `${NAME:-default}` with the default when NAME is
 /// unset or empty; `$$` is a literal `$`.
@@ -60,10 +63,11 @@ fn secret_bearing(path: &str) -> bool {
         .split_once('[')
         .and_then(|(list, rest)| Some((list, rest.split_once("].")?.1)));
     path.contains(".headers.")
-        || matches!(
-            item_key,
-            Some(("probes", "url" | "body")) | Some(("receivers", "url" | "routing_key"))
-        )
+        || match item_key {
+            Some(("probes", key)) => key == "url" || is_secret::<Kind>(key),
+            Some(("receivers", key)) => key == "url" || is_secret::<ReceiverKind>(key),
+            _ => false,
+        }
         || matches!(
             path,
             "agent.remote_write.url"

@@ -45,6 +45,7 @@ pub mod files;
 pub(crate) mod formats;
 pub(crate) use formats::documented_enum;
 mod nesting;
+mod own_keys;
 mod positions;
 mod probe;
 mod receivers;
@@ -70,15 +71,17 @@ pub use content::{
 pub(crate) use content::{RawInput, tensor_input};
 pub use cost::{Cost, DEFAULT_CURRENCY, TokenBudget};
 pub use defaults::{DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT};
+pub(crate) use diagnostics::Diagnostics;
 pub use diagnostics::{ConfigError, ConfigErrors};
-pub(crate) use diagnostics::{Diagnostics, field_names};
 pub use env::substitute_env;
 pub use expect::{ANSWER_FINISH_REASONS, Expect, Pattern};
+pub(crate) use own_keys::{KeysOf, KindList, NoKeys, OwnKeys};
 pub use positions::PositionIndex;
 pub(crate) use positions::closest;
 pub(crate) use probe::{Common, KindKeys};
 pub use probe::{ProbeConfig, Schedule, display_url};
-pub use receivers::{ReceiverConfig, ReceiverKind};
+pub use receivers::ReceiverConfig;
+pub(crate) use receivers::{ReceiverCommon, ReceiverKeys};
 pub use remote_write::RemoteWriteConfig;
 pub use root::Config;
 pub use schema::json_schema;
@@ -88,6 +91,7 @@ pub use url::{Url, UrlError, parse_url, to_uri};
 pub use values::{RESERVED_LABELS, Secret, valid_label_value};
 
 /// The kinds are listed with the probes they build (one file per kind).
+pub use crate::notify::kinds::{ReceiverKind, ReceiverSpec};
 pub use crate::probe::kinds::{Kind, KindSpec};
 
 // ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ use super::diagnostics::{Diagnostics, field_names};
 use super::expect::Expect;
 use super::expect::{RawExpect, probe_expect};
 use super::formats::{Duration as DurationText, Name};
-use super::positions::suggest;
+use super::own_keys::split_own_keys;
 use super::sharing::Sections;
 use super::tls::TlsConfig;
 use super::tls::{RawTls, probe_tls};
@@ -635,61 +635,13 @@ impl<K> KindKeys<'_, K> {
 }
 
 /// Takes the keys of `probe` (a probe's mapping) that are not the keys every probe has
-/// ([`RawProbe`]) out of it: those its kind declares go into the mapping returned, for
-/// the kind's own check; one another kind declares is refused with the kinds that take
-/// it ("only for kind http"); one no kind declares is an unknown key, with the closest
-/// known one. `kind` is `None` when the probe's kind is not known: its own keys are then
-/// set aside unread.
-pub(super) fn split_own_keys(
+/// ([`RawProbe`]) out of it, for its kind's own check (see [`split_own_keys`]).
+pub(super) fn own_keys_of_probe(
     cx: &mut Diagnostics,
     probe: &mut Value,
     prefix: &str,
     name: Option<&str>,
     kind: Option<Kind>,
 ) -> Value {
-    let mut own = serde_yaml::Mapping::new();
-    let Value::Mapping(map) = probe else {
-        return Value::Mapping(own);
-    };
-    let common = RawProbe::keys();
-    let theirs: Vec<String> = map
-        .keys()
-        .filter_map(Value::as_str)
-        .filter(|k| !common.contains(k))
-        .map(str::to_owned)
-        .collect();
-    for key in theirs {
-        let value = map.remove(key.as_str()).unwrap_or(Value::Null);
-        let path = format!("{prefix}.{key}");
-        match kind {
-            Some(kind) if kinds::own_keys(kind).contains(&key.as_str()) => {
-                own.insert(Value::String(key), value);
-            }
-            _ if kinds::refuse(cx, kind, &key, value, prefix, name) => {}
-            _ => {
-                let known = every_probe_key();
-                let message = match suggest(&key, &known) {
-                    Some(s) => format!("unknown key `{key}`; did you mean `{s}`?"),
-                    None => format!("unknown key `{key}`; expected one of {}", known.join(", ")),
-                };
-                let position = cx.index().locate_key(&path);
-                cx.error_at(position, name, &path, message);
-            }
-        }
-    }
-    Value::Mapping(own)
-}
-
-/// Every key a probe may have: those of every probe, then each kind's own, in the order
-/// of [`Kind::ALL`].
-fn every_probe_key() -> Vec<&'static str> {
-    let mut keys = RawProbe::keys().to_vec();
-    for kind in Kind::ALL {
-        for key in kinds::own_keys(kind) {
-            if !keys.contains(key) {
-                keys.push(key);
-            }
-        }
-    }
-    keys
+    split_own_keys(cx, probe, RawProbe::keys(), prefix, name, kind)
 }

@@ -1,5 +1,5 @@
 //! `receivers:`: where pages go. The keys every receiver has are read here; what a kind
-//! of receiver takes of its own is its file's in notify/.
+//! of receiver takes of its own is its file's in notify/ (through notify/kinds.rs).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -9,9 +9,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_yaml::Value;
 
-use super::diagnostics::Diagnostics;
+use super::diagnostics::{Diagnostics, field_names};
 use super::formats::{Duration as DurationText, Name};
+use super::own_keys::split_own_keys;
 use super::values::{Secret, duration, existing_file, secret_headers, secret_url, valid_label_value};
+use crate::notify::kinds::{self as notify, ReceiverKind, ReceiverSpec};
 
 pub const DEFAULT_RECEIVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -23,33 +25,6 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// tells nobody anything they can act on.
 pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
 
-/// Alertmanager expects active alerts to be re-sent every 30 s to 3 min; Prometheus
-/// uses 1 min, and so do we by default.
-pub const DEFAULT_RESEND_INTERVAL: Duration = Duration::from_secs(60);
-
-pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
-
-/// Where notifications go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ReceiverKind {
-    Alertmanager,
-    Pagerduty,
-    Webhook,
-    Slack,
-}
-
-impl ReceiverKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReceiverKind::Alertmanager => "alertmanager",
-            ReceiverKind::Pagerduty => "pagerduty",
-            ReceiverKind::Webhook => "webhook",
-            ReceiverKind::Slack => "slack",
-        }
-    }
-}
-
 /// One validated receiver. The URL is a secret (a Slack webhook URL is its own key);
 /// `host` is what may be shown.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,15 +33,61 @@ pub struct ReceiverConfig {
     pub kind: ReceiverKind,
     pub url: Secret,
     pub host: String,
-    /// PagerDuty's integration key.
-    pub routing_key: Option<Secret>,
     pub headers: Vec<(http::HeaderName, Secret)>,
     pub timeout: Duration,
     pub max_backoff: Duration,
     pub give_up_after: Duration,
     pub ca_file: Option<PathBuf>,
-    /// Alertmanager: how often active alerts are re-sent.
-    pub resend_interval: Duration,
+    /// What the kind's own keys became (its file in notify/).
+    pub spec: ReceiverSpec,
+}
+
+/// The keys every receiver has, checked, as a receiver kind's check sees them.
+#[derive(Clone, Copy)]
+pub(crate) struct ReceiverCommon<'a> {
+    pub kind: ReceiverKind,
+    /// `receivers[3]`: where its keys are in the file.
+    pub prefix: &'a str,
+}
+
+/// A receiver's keys as its kind's check receives them: what every receiver has
+/// ([`ReceiverCommon`]) and the kind's own keys `K` (the `Keys` of `notify/<kind>.rs`).
+pub(crate) struct ReceiverKeys<'a, K> {
+    pub common: ReceiverCommon<'a>,
+    pub own: K,
+}
+
+impl<K> ReceiverKeys<'_, K> {
+    /// The path of the receiver's key `name`, for a message about it.
+    pub(crate) fn key(&self, name: &str) -> String {
+        format!("{}.{name}", self.common.prefix)
+    }
+
+    /// An error about the receiver's key `name`.
+    pub(crate) fn error(&self, cx: &mut Diagnostics, name: &str, message: impl Into<String>) {
+        cx.error(None, &self.key(name), message);
+    }
+
+    /// The receiver's key `name`, a duration, checked; `default` when it is not set.
+    pub(crate) fn duration(
+        &self,
+        cx: &mut Diagnostics,
+        name: &str,
+        value: Option<&str>,
+        default: Duration,
+    ) -> Option<Duration> {
+        match value {
+            Some(s) => duration(cx, None, &self.key(name), s),
+            None => Some(default),
+        }
+    }
+}
+
+impl RawReceiver {
+    /// The keys every receiver has, whatever its kind: the others are its kind's.
+    fn keys() -> &'static [&'static str] {
+        field_names::<RawReceiver>()
+    }
 }
 
 /// Where pages go: Alertmanager, PagerDuty, Slack or any webhook.
@@ -81,11 +102,10 @@ pub(super) struct RawReceiver {
     // Read before the rest, by `Diagnostics::read_kind`; here for serde and the schema.
     #[allow(dead_code)]
     kind: ReceiverKind,
-    /// Where to send: Alertmanager's base URL, the Slack or webhook URL (required but
-    /// for pagerduty). A secret: never shown; e.g. "${SLACK_WEBHOOK_URL}".
+    /// Where to send: Alertmanager's base URL, the Slack or webhook URL (required unless
+    /// the kind has its own, as pagerduty). A secret: never shown; e.g.
+    /// "${SLACK_WEBHOOK_URL}".
     url: Option<String>,
-    /// pagerduty: the integration's routing key, e.g. "${PAGERDUTY_ROUTING_KEY}".
-    routing_key: Option<String>,
     /// Headers sent with each page, e.g. Authorization. Values are secrets.
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -100,9 +120,6 @@ pub(super) struct RawReceiver {
     give_up_after: Option<String>,
     /// A PEM file of extra CA certificates to trust, relative to this file.
     ca_file: Option<String>,
-    /// alertmanager: how often firing alerts are re-sent, at most 5m (default 1m).
-    #[schemars(with = "Option<DurationText>")]
-    resend_interval: Option<String>,
 }
 
 /// The valid receivers, and the names of all (so that a probe naming a receiver
@@ -140,10 +157,12 @@ pub(super) fn check_receivers(
             );
         }
         let kind = cx.read_kind::<ReceiverKind>(&mut value, &prefix, None, "webhook");
+        // The kind's own keys out first: what is left is the keys every receiver has.
+        let own = split_own_keys(cx, &mut value, RawReceiver::keys(), &prefix, None, kind);
         let Some(raw) = cx.section::<RawReceiver>(value, &prefix, None) else {
             continue;
         };
-        if let Some(r) = receiver(cx, raw, kind, &prefix) {
+        if let Some(r) = receiver(cx, raw, kind, own, &prefix) {
             out.push(r);
         }
     }
@@ -151,11 +170,13 @@ pub(super) fn check_receivers(
 }
 
 /// One receiver; `kind` from [`Diagnostics::read_kind`]: for a kind that is not known,
-/// only the keys every kind has are checked.
+/// only the keys every kind has are checked. `own` is what [`split_own_keys`] set aside
+/// for the kind.
 fn receiver(
     cx: &mut Diagnostics,
     raw: RawReceiver,
     kind: Option<ReceiverKind>,
+    own: Value,
     prefix: &str,
 ) -> Option<ReceiverConfig> {
     let before = cx.error_count();
@@ -170,46 +191,21 @@ fn receiver(
     let url_text = match (&raw.url, kind) {
         (Some(u), _) => Some(u.clone()),
         (None, None) => None,
-        (None, Some(ReceiverKind::Pagerduty)) => Some(PAGERDUTY_EVENTS_URL.to_owned()),
-        (None, Some(kind)) => {
-            cx.error(
-                None,
-                &key("url"),
-                format!("a receiver of kind {} needs a `url`", kind.as_str()),
-            );
-            None
-        }
+        (None, Some(kind)) => match kind.default_url() {
+            Some(url) => Some(url.to_owned()),
+            None => {
+                cx.error(
+                    None,
+                    &key("url"),
+                    format!("a receiver of kind {} needs a `url`", kind.as_str()),
+                );
+                None
+            }
+        },
     };
     // Never echo the URL in a message: a Slack webhook URL is a secret.
     let url = url_text.and_then(|t| secret_url(cx, &key("url"), &t));
-    let routing_key = match (&raw.routing_key, kind) {
-        (_, None) => None,
-        (Some(k), Some(ReceiverKind::Pagerduty)) => {
-            if k.trim().is_empty() {
-                cx.error(None, &key("routing_key"), "is empty");
-                None
-            } else {
-                Some(Secret::new(k.clone()))
-            }
-        }
-        (None, Some(ReceiverKind::Pagerduty)) => {
-            cx.error(
-                None,
-                &key("routing_key"),
-                "a pagerduty receiver needs the integration's `routing_key` (e.g. ${PAGERDUTY_ROUTING_KEY})",
-            );
-            None
-        }
-        (Some(_), Some(kind)) => {
-            cx.error(
-                None,
-                &key("routing_key"),
-                format!("only for kind pagerduty, not {}", kind.as_str()),
-            );
-            None
-        }
-        (None, _) => None,
-    };
+    let spec = kind.and_then(|kind| notify::check_spec(cx, ReceiverCommon { kind, prefix }, own));
     let headers = secret_headers(cx, None, &key("headers"), &raw.headers);
     let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
         Some(s) => duration(cx, None, &key(k), s),
@@ -218,16 +214,6 @@ fn receiver(
     let timeout = duration("timeout", &raw.timeout, DEFAULT_RECEIVER_TIMEOUT);
     let max_backoff = duration("max_backoff", &raw.max_backoff, DEFAULT_MAX_BACKOFF);
     let give_up_after = duration("give_up_after", &raw.give_up_after, DEFAULT_GIVE_UP_AFTER);
-    let resend_interval = duration("resend_interval", &raw.resend_interval, DEFAULT_RESEND_INTERVAL);
-    if raw.resend_interval.is_some() && kind.is_some_and(|k| k != ReceiverKind::Alertmanager) {
-        cx.error(None, &key("resend_interval"), "only for kind alertmanager");
-    } else if resend_interval.is_some_and(|d| d > Duration::from_secs(300)) {
-        cx.error(
-            None,
-            &key("resend_interval"),
-            "must be at most 5m (Alertmanager expects re-sends every 30 s to 3 min)",
-        );
-    }
     let ca_file = raw
         .ca_file
         .and_then(|f| existing_file(cx, None, &key("ca_file"), &f));
@@ -240,12 +226,11 @@ fn receiver(
         kind: kind?,
         host: url.host().unwrap_or_default().to_owned(),
         url: Secret::new(url.to_string()),
-        routing_key,
         headers,
         timeout: timeout?,
         max_backoff: max_backoff?,
         give_up_after: give_up_after?,
         ca_file,
-        resend_interval: resend_interval?,
+        spec: spec?,
     })
 }

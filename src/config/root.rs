@@ -12,7 +12,7 @@ use super::alerting::defaults_alert;
 use super::defaults::check_defaults;
 use super::diagnostics::{ConfigError, Diagnostics};
 use super::positions::suggest;
-use super::probe::{ProbeConfig, RawProbe, check_probe, split_own_keys};
+use super::probe::{ProbeConfig, RawProbe, check_probe, own_keys_of_probe};
 use super::receivers::{ReceiverConfig, check_receivers};
 use super::sharing::Sections;
 use super::values::Secret;
@@ -105,7 +105,7 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
         }
         let kind = cx.read_kind::<Kind>(&mut value, &prefix, name.as_deref(), "http");
         // The kind's own keys out first: what is left is the keys every probe has.
-        let own = split_own_keys(cx, &mut value, &prefix, name.as_deref(), kind);
+        let own = own_keys_of_probe(cx, &mut value, &prefix, name.as_deref(), kind);
         let Some(raw) = cx.section::<RawProbe>(value, &prefix, name.as_deref()) else {
             continue;
         };

@@ -26,9 +26,11 @@ use serde_json::{Value, json};
 
 use super::agent::RawAgent;
 use super::defaults::RawDefaults;
+use super::own_keys::{KindList, own_keys, own_keys_schema, refusal};
 use super::probe::RawProbe;
 use super::receivers::RawReceiver;
-use crate::probe::kinds::{self, Kind};
+use crate::notify::ReceiverKind;
+use crate::probe::kinds::Kind;
 
 /// The schema as `inferprobe schema` prints it: pretty JSON and a final newline.
 pub fn json_schema() -> String {
@@ -55,7 +57,7 @@ struct ProbesFile {
     /// Values every probe inherits unless it sets its own.
     defaults: Option<RawDefaults>,
     /// Where pages go (default: none; alerts still show in the API and the metrics).
-    receivers: Option<Vec<RawReceiver>>,
+    receivers: Option<Vec<ReceiverSchema>>,
     /// The endpoints to watch: at least one.
     #[schemars(length(min = 1))]
     probes: Vec<ProbeSchema>,
@@ -72,57 +74,78 @@ impl JsonSchema for ProbeSchema {
     }
 
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        let mut probe = RawProbe::json_schema(generator);
-        let mut own_keys: Vec<(&str, Value)> = Vec::new();
-        for kind in Kind::ALL {
-            let keys = kinds::own_keys_schema(kind, generator);
-            let Some(Value::Object(properties)) = keys.get("properties") else {
-                continue;
-            };
-            for (key, schema) in properties {
-                // The first kind that takes a key describes it.
-                if !own_keys.iter().any(|(k, _)| k == key) {
-                    let key: &str = kinds::own_keys(kind)
-                        .iter()
-                        .find(|k| *k == key)
-                        .expect("a field of the shape");
-                    own_keys.push((key, schema.clone()));
-                }
-            }
-        }
-        if let Some(Value::Object(properties)) = probe.get_mut("properties") {
-            for (key, schema) in &own_keys {
-                properties.insert((*key).to_owned(), schema.clone());
-            }
-        }
-        let mut rules = match probe.remove("allOf") {
-            Some(Value::Array(rules)) => rules,
-            _ => Vec::new(),
-        };
-        for kind in Kind::ALL {
-            let refused: serde_json::Map<String, Value> = own_keys
-                .iter()
-                .filter(|(key, _)| !kinds::own_keys(kind).contains(key))
-                .filter_map(|(key, _)| {
-                    let message = kinds::refusal(key)?;
-                    let mut message = format!("{message}.");
-                    message[..1].make_ascii_uppercase();
-                    Some((
-                        (*key).to_owned(),
-                        json!({"type": "null", "errorMessage": message}),
-                    ))
-                })
-                .collect();
-            if !refused.is_empty() {
-                rules.push(json!({
-                    "if": {"properties": {"kind": {"const": kind.as_str()}}, "required": ["kind"]},
-                    "then": {"properties": refused},
-                }));
-            }
-        }
-        probe.insert("allOf".into(), Value::Array(rules));
-        probe
+        let probe = RawProbe::json_schema(generator);
+        with_own_keys::<Kind>(probe, generator)
     }
+}
+
+/// A receiver: the keys every receiver has ([`RawReceiver`]) and each kind's own (the
+/// `Keys` of its file in notify/), as for probes.
+struct ReceiverSchema;
+
+impl JsonSchema for ReceiverSchema {
+    fn schema_name() -> Cow<'static, str> {
+        "Receiver".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let receiver = RawReceiver::json_schema(generator);
+        with_own_keys::<ReceiverKind>(receiver, generator)
+    }
+}
+
+/// `common`, the schema of the keys every thing of a list of kinds has, with each kind's
+/// own keys added, and for each kind an `if kind is X then` refusing the others' keys.
+fn with_own_keys<K: KindList>(mut common: Schema, generator: &mut SchemaGenerator) -> Schema {
+    let mut own: Vec<(&str, Value)> = Vec::new();
+    for kind in K::ALL {
+        let keys = own_keys_schema(*kind, generator);
+        let Some(Value::Object(properties)) = keys.get("properties") else {
+            continue;
+        };
+        for key in own_keys(*kind) {
+            // The first kind that takes a key describes it.
+            if let Some(schema) = properties.get(*key)
+                && !own.iter().any(|(k, _)| k == key)
+            {
+                own.push((key, schema.clone()));
+            }
+        }
+    }
+    if let Some(Value::Object(properties)) = common.get_mut("properties") {
+        for (key, schema) in &own {
+            properties.insert((*key).to_owned(), schema.clone());
+        }
+    }
+    let mut rules = match common.remove("allOf") {
+        Some(Value::Array(rules)) => rules,
+        _ => Vec::new(),
+    };
+    for kind in K::ALL {
+        let refused: serde_json::Map<String, Value> = own
+            .iter()
+            .filter(|(key, _)| !own_keys(*kind).contains(key))
+            .filter_map(|(key, _)| {
+                let message = refusal(key, *kind)?;
+                let mut message = format!("{message}.");
+                message[..1].make_ascii_uppercase();
+                Some((
+                    (*key).to_owned(),
+                    json!({"type": "null", "errorMessage": message}),
+                ))
+            })
+            .collect();
+        if !refused.is_empty() {
+            rules.push(json!({
+                "if": {"properties": {"kind": {"const": kind.name()}}, "required": ["kind"]},
+                "then": {"properties": refused},
+            }));
+        }
+    }
+    if !rules.is_empty() {
+        common.insert("allOf".into(), Value::Array(rules));
+    }
+    common
 }
 
 /// Doc comments keep their line breaks; a description is one paragraph, so that

@@ -6,9 +6,61 @@
 
 use std::time::{Duration, SystemTime};
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::alert::{Alert, Condition, Event, rfc3339};
+use super::Verdict;
+use crate::alert::{Alert, Condition, Event, Notification, rfc3339};
+use crate::config::{Diagnostics, OwnKeys, ReceiverKeys};
+
+/// Alertmanager expects active alerts to be re-sent every 30 s to 3 min; Prometheus
+/// uses 1 min, and so do we by default.
+pub const DEFAULT_RESEND_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The keys only an alertmanager receiver takes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    /// alertmanager: how often firing alerts are re-sent, at most 5m (default 1m).
+    #[schemars(with = "Option<crate::config::formats::Duration>")]
+    resend_interval: Option<String>,
+}
+
+impl OwnKeys for Keys {}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// How often active alerts are re-sent.
+    pub resend_interval: Duration,
+}
+
+pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
+    let raw = keys.own.resend_interval.as_deref();
+    let resend_interval = keys.duration(cx, "resend_interval", raw, DEFAULT_RESEND_INTERVAL)?;
+    if resend_interval > Duration::from_secs(300) {
+        keys.error(
+            cx,
+            "resend_interval",
+            "must be at most 5m (Alertmanager expects re-sends every 30 s to 3 min)",
+        );
+        return None;
+    }
+    Some(Spec { resend_interval })
+}
+
+/// One notification: the alert as one element of the API's array.
+pub(super) fn request(url: &str, spec: &Spec, n: &Notification, now: SystemTime) -> (String, Value) {
+    (
+        alerts_url(url),
+        body(&[(&n.alert, n.event)], now, spec.resend_interval),
+    )
+}
+
+/// Alertmanager answers 200 with an empty body; its refusals are 4xx.
+pub(super) fn verdict(status: u16, _body: &str) -> Verdict {
+    Verdict::by_status(status)
+}
 
 /// `url` is Alertmanager's base URL; the API path is added unless it is there already.
 pub fn alerts_url(url: &str) -> String {

@@ -1,6 +1,7 @@
-//! Delivering notifications: one [`Receiver`] per configured receiver (Alertmanager,
-//! PagerDuty, webhook, Slack; one file per format), and one delivery loop per receiver
-//! that drains its part of the durable outbox in order.
+//! Delivering notifications: one [`Receiver`] per configured receiver, and one delivery
+//! loop per receiver that drains its part of the durable outbox in order. Each kind of
+//! receiver is one file (its keys, its request, its verdict on the answer), listed in
+//! kinds.rs; what is here is the same for all: sending, retrying, the outbox.
 //!
 //! Delivery is at least once: a notification leaves the outbox only after the receiver
 //! accepted it, so a crash in between sends it again on restart. Every format carries a
@@ -10,11 +11,17 @@
 //! Retry rules: 5xx, 408, 429 and network errors are retried with exponential backoff
 //! and jitter (a 429's Retry-After is honoured), up to `max_backoff` between tries and
 //! `give_up_after` in all; any other 4xx is the receiver saying the page is wrong, which
-//! no retry will fix: it is dropped, logged and counted.
+//! no retry will fix: it is dropped, logged and counted. A receiver's file may read more
+//! in an answer than its status (a platform that refuses inside an HTTP 200).
 
 mod alertmanager;
+pub mod kinds;
 mod pagerduty;
+mod slack;
 mod webhook;
+
+pub use alertmanager::DEFAULT_RESEND_INTERVAL;
+pub use kinds::{ReceiverKind, ReceiverSpec};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -23,11 +30,33 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::alert::{Alert, Event, Firing, Notification};
-use crate::config::{ReceiverConfig, ReceiverKind};
+use crate::config::ReceiverConfig;
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
 use crate::redact::SharedRedactor;
 use crate::store::Store;
+
+/// What a receiver's answer means, as its kind reads it (`verdict` in its file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted,
+    /// Worth trying again: the receiver is busy or broken for now.
+    Retry,
+    /// Refused for good: the page itself is wrong.
+    Rejected,
+}
+
+impl Verdict {
+    /// The retry rules by HTTP status alone: what every receiver's answer means unless
+    /// its body says otherwise.
+    pub fn by_status(status: u16) -> Verdict {
+        match status {
+            200..=299 => Verdict::Accepted,
+            408 | 429 | 500..=599 => Verdict::Retry,
+            _ => Verdict::Rejected,
+        }
+    }
+}
 
 /// What a receiver made of one attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,23 +117,7 @@ impl Receiver {
 
     /// Sends one notification.
     pub async fn send(&self, n: &Notification, now: SystemTime) -> Delivery {
-        let (url, body) = match self.config.kind {
-            ReceiverKind::Alertmanager => (
-                alertmanager::alerts_url(self.config.url.expose()),
-                alertmanager::body(&[(&n.alert, n.event)], now, self.config.resend_interval),
-            ),
-            ReceiverKind::Pagerduty => {
-                let key = self
-                    .config
-                    .routing_key
-                    .as_ref()
-                    .map(|k| k.expose())
-                    .unwrap_or_default();
-                (self.config.url.expose().to_owned(), pagerduty::body(n, key))
-            }
-            ReceiverKind::Webhook => (self.config.url.expose().to_owned(), webhook::body(n, now)),
-            ReceiverKind::Slack => (self.config.url.expose().to_owned(), webhook::slack_body(n)),
-        };
+        let (url, body) = kinds::request(&self.config, n, now);
         self.post(&url, &body).await
     }
 
@@ -141,12 +154,12 @@ impl Receiver {
         if alerts.is_empty() {
             return Delivery::Accepted;
         }
+        let Some(resend_interval) = self.config.spec.resend_interval() else {
+            return Delivery::Accepted;
+        };
         let url = alertmanager::alerts_url(self.config.url.expose());
-        self.post(
-            &url,
-            &alertmanager::body(&alerts, now, self.config.resend_interval),
-        )
-        .await
+        self.post(&url, &alertmanager::body(&alerts, now, resend_interval))
+            .await
     }
 
     async fn post(&self, url: &str, body: &serde_json::Value) -> Delivery {
@@ -167,7 +180,8 @@ impl Receiver {
         let retry_after = retry_after(&response);
         // The read is capped: the body may end in a secret's start.
         let body = read_capped(response).await;
-        classify(status.as_u16(), retry_after, &self.answer(&body, true))
+        let verdict = kinds::verdict(self.config.kind, status.as_u16(), &body);
+        delivery(verdict, status.as_u16(), retry_after, &self.answer(&body, true))
     }
 
     /// A receiver's words as we log and print them: secrets out (a body cut by the
@@ -183,8 +197,9 @@ impl Receiver {
     }
 }
 
-/// The retry rules, from a response.
-fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery {
+/// An attempt's result from the receiver's verdict; `body` is the answer as it may be
+/// shown (secrets out), for the log.
+fn delivery(verdict: Verdict, status: u16, retry_after: Option<Duration>, body: &str) -> Delivery {
     let why = || {
         let body = body.trim();
         if body.is_empty() {
@@ -193,17 +208,13 @@ fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery 
             format!("HTTP {status}: {body}")
         }
     };
-    match status {
-        200..=299 => Delivery::Accepted,
-        408 | 429 => Delivery::Retry {
+    match verdict {
+        Verdict::Accepted => Delivery::Accepted,
+        Verdict::Retry => Delivery::Retry {
             after: retry_after,
             why: why(),
         },
-        500..=599 => Delivery::Retry {
-            after: retry_after,
-            why: why(),
-        },
-        _ => Delivery::Rejected { why: why() },
+        Verdict::Rejected => Delivery::Rejected { why: why() },
     }
 }
 
@@ -231,8 +242,14 @@ pub async fn deliver(
         let _ = previous.await;
     }
     let name = receiver.name().to_owned();
-    let resends = receiver.config.kind == ReceiverKind::Alertmanager;
-    let resend_interval = receiver.config.resend_interval;
+    // Receivers that hold state rather than events (Alertmanager) are re-sent what is
+    // active; the others wait for work with the same clock.
+    let resends = receiver.config.spec.resend_interval().is_some();
+    let resend_interval = receiver
+        .config
+        .spec
+        .resend_interval()
+        .unwrap_or(DEFAULT_RESEND_INTERVAL);
     let mut next_resend = tokio::time::Instant::now() + resend_interval;
     loop {
         if cancel.is_cancelled() {
@@ -403,6 +420,11 @@ async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) {
 mod tests {
     use super::*;
 
+    /// A receiver that reads only the status, as most do.
+    fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery {
+        delivery(Verdict::by_status(status), status, retry_after, body)
+    }
+
     #[test]
     fn retry_rules_follow_the_status() {
         assert_eq!(classify(200, None, ""), Delivery::Accepted);
@@ -490,7 +512,7 @@ mod tests {
         assert_eq!(hook["id"], firing.id);
         assert_eq!(hook["alert"]["labels"], serde_json::json!({"team": "ml"}));
         assert_eq!(hook["alert"]["last_status"], 503);
-        let slack = webhook::slack_body(&firing);
+        let slack = slack::body(&firing);
         assert!(
             slack["text"]
                 .as_str()
@@ -498,7 +520,7 @@ mod tests {
                 .starts_with(":rotating_light: *chat is DOWN from eu-west* (critical)\n"),
             "{slack}"
         );
-        let slack = webhook::slack_body(&notification(Event::Reminder));
+        let slack = slack::body(&notification(Event::Reminder));
         assert!(
             slack["text"]
                 .as_str()
@@ -521,7 +543,7 @@ mod tests {
         );
         assert_eq!(am[0]["annotations"]["summary"], summary);
         assert_eq!(webhook::body(&resolved, now)["alert"]["summary"], summary);
-        let slack = webhook::slack_body(&resolved);
+        let slack = slack::body(&resolved);
         assert!(
             slack["text"]
                 .as_str()
@@ -548,7 +570,7 @@ mod tests {
         n.alert.last_error = Some(hostile.into());
         n.alert.description = format!("chat failed: {hostile}");
         n.alert.summary = format!("chat is DOWN <!channel> {hostile}");
-        let slack = webhook::slack_body(&n);
+        let slack = slack::body(&n);
         let text = slack["text"].as_str().unwrap();
         for markup in ["<!channel>", "<!here", "<@U", "<https://", "|Runbook>"] {
             assert!(!text.contains(markup), "{markup} in {text}");

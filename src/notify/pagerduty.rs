@@ -3,9 +3,69 @@
 //! deterministic (probe, location, severity), so resolving needs no remote state and a
 //! repeated trigger never opens a second incident.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::Verdict;
 use crate::alert::{Event, Notification, rfc3339};
+use crate::config::{Diagnostics, OwnKeys, ReceiverKeys, Secret};
+
+/// Where a pagerduty receiver sends when it names no `url`.
+pub const EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
+
+/// The keys only a pagerduty receiver takes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    /// pagerduty: the integration's routing key, e.g. "${PAGERDUTY_ROUTING_KEY}".
+    routing_key: Option<String>,
+}
+
+impl OwnKeys for Keys {
+    const SECRETS: &'static [&'static str] = &["routing_key"];
+
+    fn instead(_key: &str, asking: &str) -> Option<String> {
+        Some(format!(", not {asking}"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    /// The integration's key: a secret.
+    pub routing_key: Secret,
+}
+
+pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
+    match &keys.own.routing_key {
+        Some(k) if k.trim().is_empty() => {
+            keys.error(cx, "routing_key", "is empty");
+            None
+        }
+        Some(k) => Some(Spec {
+            routing_key: Secret::new(k.clone()),
+        }),
+        None => {
+            keys.error(
+                cx,
+                "routing_key",
+                "a pagerduty receiver needs the integration's `routing_key` (e.g. ${PAGERDUTY_ROUTING_KEY})",
+            );
+            None
+        }
+    }
+}
+
+/// One event: `trigger` or `resolve`, to the receiver's URL.
+pub(super) fn request(url: &str, spec: &Spec, n: &Notification) -> (String, Value) {
+    (url.to_owned(), body(n, spec.routing_key.expose()))
+}
+
+/// The Events API answers 202 with `{"status": "success"}`; its refusals are 400
+/// (invalid event) and 429 (throttled), which the status says.
+pub(super) fn verdict(status: u16, _body: &str) -> Verdict {
+    Verdict::by_status(status)
+}
 
 /// PagerDuty's limit on `payload.summary`.
 const MAX_SUMMARY: usize = 1024;

@@ -1,16 +1,30 @@
-//! Generic webhooks and Slack incoming webhooks.
-//!
-//! The webhook body (documented in docs/alerting.md) is one JSON object per notification:
-//! `version`, a unique `id` to deduplicate on, the `event` (firing, reminder, resolved),
-//! `sent_at`, and the `alert` with every field of the page. Slack gets a `text` message,
-//! escaped as Slack asks (`&`, `<`, `>`), so an endpoint's words in it cannot mention
-//! `@channel` or hide a link behind text: they are data, never markup.
+//! Generic webhooks: the body (documented in docs/alerting.md) is one JSON object per
+//! notification: `version`, a unique `id` to deduplicate on, the `event` (firing,
+//! reminder, resolved), `sent_at`, and the `alert` with every field of the page.
 
 use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
-use crate::alert::{Event, Notification, rfc3339};
+use super::Verdict;
+use crate::alert::{Notification, rfc3339};
+use crate::config::{Diagnostics, NoKeys, ReceiverKeys};
+
+/// A webhook takes no keys of its own.
+pub(crate) type Keys = NoKeys;
+
+pub(crate) fn check(_: &mut Diagnostics, _: ReceiverKeys<'_, Keys>) -> Option<()> {
+    Some(())
+}
+
+pub(super) fn request(url: &str, n: &Notification, now: SystemTime) -> (String, Value) {
+    (url.to_owned(), body(n, now))
+}
+
+/// Any endpoint: what it says is its status.
+pub(super) fn verdict(status: u16, _body: &str) -> Verdict {
+    Verdict::by_status(status)
+}
 
 pub fn body(n: &Notification, now: SystemTime) -> Value {
     let a = &n.alert;
@@ -54,26 +68,4 @@ pub fn body(n: &Notification, now: SystemTime) -> Value {
             "api_url": a.api_url,
         },
     })
-}
-
-pub fn slack_body(n: &Notification) -> Value {
-    let a = &n.alert;
-    let mark = match n.event {
-        Event::Firing => ":rotating_light:",
-        Event::Reminder => ":bell: Still firing:",
-        Event::Resolved => ":white_check_mark:",
-    };
-    let text = format!(
-        "{mark} *{}* ({})\n{}",
-        slack_escape(&a.summary),
-        a.severity.as_str(),
-        slack_escape(&a.description)
-    );
-    json!({ "text": text })
-}
-
-/// Slack's control characters in message text: `<!channel>`, `<@U123>` and
-/// `<https://x|label>` all need a raw `<`, and `&` would start an entity.
-fn slack_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }

@@ -30,7 +30,7 @@ pub type Spec = GenerationSpec;
 
 /// An LLM kind with no keys of its own: its prompts, `max_tokens` and images are
 /// every probe's keys, checked before.
-pub(crate) use super::kinds::NoKeys as Keys;
+pub(crate) use crate::config::NoKeys as Keys;
 
 pub(crate) fn check(_: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
     GenerationSpec::from_common(keys.common)

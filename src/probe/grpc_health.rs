@@ -15,8 +15,8 @@ use serde::Deserialize;
 
 use super::endpoint::Endpoint;
 use super::grpc::{self, HealthCheckRequest, HealthCheckResponse};
-use super::kinds::OwnKeys;
 use super::{BuildContext, BuildError, Probe, RunLimits};
+use crate::config::OwnKeys;
 use crate::config::{Diagnostics, KindKeys, ProbeConfig};
 use crate::outcome::{Failure, FailureReason, Observation};
 use std::sync::Arc;

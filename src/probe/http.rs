@@ -14,9 +14,9 @@ use serde::Deserialize;
 use std::sync::Arc;
 
 use super::endpoint::{self, Endpoint};
-use super::kinds::OwnKeys;
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
+use crate::config::OwnKeys;
 use crate::config::formats::HttpMethod;
 use crate::config::{Diagnostics, Images, KindKeys, ProbeConfig, Upload};
 use crate::outcome::{FailureReason, Observation};
@@ -45,8 +45,11 @@ pub(crate) struct Keys {
 }
 
 impl OwnKeys for Keys {
-    fn instead(key: &str) -> Option<&'static str> {
-        (key == "body").then_some(" (LLM kinds build their own body)")
+    /// A body may carry a credential (a token in a JSON field).
+    const SECRETS: &'static [&'static str] = &["body"];
+
+    fn instead(key: &str, _asking: &str) -> Option<String> {
+        (key == "body").then(|| " (LLM kinds build their own body)".to_owned())
     }
 }
 

@@ -25,9 +25,8 @@
 //! Imports the kinds' modules, and from config the [`Diagnostics`] that positions their
 //! errors and the keys every probe has, checked ([`Common`]).
 
-use schemars::{JsonSchema, Schema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_yaml::Value;
 use std::sync::Arc;
 
@@ -36,7 +35,7 @@ use super::{BuildContext, BuildError, Probe, RunLimits};
 use super::{
     anthropic, grpc_health, http, kserve_v2, kserve_v2_grpc, llamacpp, ollama, openai, openai_responses, tgi,
 };
-use crate::config::{Common, Diagnostics, KindKeys, ProbeConfig, field_names};
+use crate::config::{Common, Diagnostics, KeysOf, KindKeys, KindList, OwnKeys, ProbeConfig};
 use crate::outcome::Observation;
 
 /// The API a probe speaks. The YAML `kind:` values (each name is written twice, in the
@@ -261,132 +260,32 @@ pub enum KindSpec {
     Http(http::Spec),
 }
 
-/// A kind's own keys: the serde shape its file declares (`Keys`), read from the probe's
-/// mapping by the loader and handed to the kind's `check` alone.
-pub(crate) trait OwnKeys: DeserializeOwned + JsonSchema {
-    /// Keys the kind accepts and ignores, so that files written before keep loading: not
-    /// named as this kind's when a probe of another kind is told which kinds take them.
-    const UNUSED: &'static [&'static str] = &[];
+impl KindList for Kind {
+    const ALL: &'static [Kind] = &Kind::ALL;
 
-    /// What a probe of another kind that sets `key` is told after "only for kind X".
-    fn instead(_key: &str) -> Option<&'static str> {
-        None
+    fn name(self) -> &'static str {
+        self.as_str()
     }
-}
 
-/// The own keys of a kind that has none.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NoKeys {}
-
-impl OwnKeys for NoKeys {}
-
-/// What the loader and the schema need of a kind's `Keys`, without its type.
-struct KeysOf {
-    names: &'static [&'static str],
-    unused: &'static [&'static str],
-    instead: fn(&str) -> Option<&'static str>,
-    schema: fn(&mut SchemaGenerator) -> Schema,
-    /// Reads keys with this shape, every problem said; whether they read.
-    read: fn(&mut Diagnostics, Value, &str, Option<&str>) -> bool,
-}
-
-impl KeysOf {
-    fn of<K: OwnKeys>() -> KeysOf {
-        KeysOf {
-            names: field_names::<K>(),
-            unused: K::UNUSED,
-            instead: K::instead,
-            schema: K::json_schema,
-            read: |cx, keys, prefix, probe| cx.section::<K>(keys, prefix, probe).is_some(),
+    fn keys(self) -> KeysOf {
+        match self {
+            Kind::OpenAiChat | Kind::OpenAiCompletions => KeysOf::of::<openai::Keys>(),
+            Kind::OpenAiResponses => KeysOf::of::<openai_responses::Keys>(),
+            Kind::Ollama => KeysOf::of::<ollama::Keys>(),
+            Kind::Tgi => KeysOf::of::<tgi::Keys>(),
+            Kind::LlamaCpp => KeysOf::of::<llamacpp::Keys>(),
+            Kind::Anthropic => KeysOf::of::<anthropic::Keys>(),
+            Kind::KserveV2 => KeysOf::of::<kserve_v2::Keys>(),
+            Kind::KserveV2Grpc => KeysOf::of::<kserve_v2_grpc::Keys>(),
+            Kind::GrpcHealth => KeysOf::of::<grpc_health::Keys>(),
+            Kind::Http => KeysOf::of::<http::Keys>(),
         }
     }
-}
 
-fn keys_of(kind: Kind) -> KeysOf {
-    match kind {
-        Kind::OpenAiChat | Kind::OpenAiCompletions => KeysOf::of::<openai::Keys>(),
-        Kind::OpenAiResponses => KeysOf::of::<openai_responses::Keys>(),
-        Kind::Ollama => KeysOf::of::<ollama::Keys>(),
-        Kind::Tgi => KeysOf::of::<tgi::Keys>(),
-        Kind::LlamaCpp => KeysOf::of::<llamacpp::Keys>(),
-        Kind::Anthropic => KeysOf::of::<anthropic::Keys>(),
-        Kind::KserveV2 => KeysOf::of::<kserve_v2::Keys>(),
-        Kind::KserveV2Grpc => KeysOf::of::<kserve_v2_grpc::Keys>(),
-        Kind::GrpcHealth => KeysOf::of::<grpc_health::Keys>(),
-        Kind::Http => KeysOf::of::<http::Keys>(),
+    fn group_name(kinds: &[Kind]) -> Option<&'static str> {
+        let llm = Kind::ALL.into_iter().filter(|k| k.is_llm());
+        kinds.iter().copied().eq(llm).then_some("LLM kinds")
     }
-}
-
-/// The keys `kind` takes of its own, beyond those of every probe.
-pub(crate) fn own_keys(kind: Kind) -> &'static [&'static str] {
-    keys_of(kind).names
-}
-
-/// The kinds that take `key` as their own (those that merely accept it left out).
-pub(crate) fn kinds_taking(key: &str) -> Vec<Kind> {
-    Kind::ALL
-        .into_iter()
-        .filter(|k| {
-            let keys = keys_of(*k);
-            keys.names.contains(&key) && !keys.unused.contains(&key)
-        })
-        .collect()
-}
-
-/// What a probe whose kind does not take `key` is told, if some kind takes it: "only
-/// for kind http", "only for kinds kserve_v2 and kserve_v2_grpc", with the taking kind's
-/// word on what to use instead.
-pub(crate) fn refusal(key: &str) -> Option<String> {
-    let kinds = kinds_taking(key);
-    let first = *kinds.first()?;
-    let instead = (keys_of(first).instead)(key).unwrap_or_default();
-    Some(format!("only for {}{instead}", kinds_named(&kinds)))
-}
-
-/// A key the probe's kind does not take (or a probe whose kind is unknown): if some kind
-/// takes it, its value is read with that kind's shape, so that a value of the wrong type
-/// is said as such whatever the probe's kind, and then, if it read and the probe's kind is
-/// known, the key is refused ([`refusal`]). `false` when no kind takes the key.
-pub(crate) fn refuse(
-    cx: &mut Diagnostics,
-    kind: Option<Kind>,
-    key: &str,
-    value: Value,
-    prefix: &str,
-    probe: Option<&str>,
-) -> bool {
-    let (Some(message), Some(first)) = (refusal(key), kinds_taking(key).first().copied()) else {
-        return false;
-    };
-    let mut alone = serde_yaml::Mapping::new();
-    alone.insert(Value::String(key.to_owned()), value);
-    let path = format!("{prefix}.{key}");
-    let read = (keys_of(first).read)(cx, Value::Mapping(alone), prefix, probe);
-    // Said only of a probe whose kind is known: an unknown kind is the problem.
-    if read && kind.is_some() && !cx.is_settled(&path) {
-        cx.error(probe, &path, message);
-    }
-    true
-}
-
-/// "kind http", "kinds kserve_v2 and kserve_v2_grpc", "LLM kinds".
-pub(crate) fn kinds_named(kinds: &[Kind]) -> String {
-    let llm: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.is_llm()).collect();
-    if kinds == llm.as_slice() {
-        return "LLM kinds".to_owned();
-    }
-    let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-    match names.as_slice() {
-        [one] => format!("kind {one}"),
-        [rest @ .., last] => format!("kinds {} and {last}", rest.join(", ")),
-        [] => "no kind".to_owned(),
-    }
-}
-
-/// The schema of `kind`'s own keys: an object schema with their `properties`.
-pub(crate) fn own_keys_schema(kind: Kind, generator: &mut SchemaGenerator) -> Schema {
-    (keys_of(kind).schema)(generator)
 }
 
 /// Checks a probe's own keys (`own`, the mapping the loader set aside for its kind) with

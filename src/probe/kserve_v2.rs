@@ -26,9 +26,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::endpoint::{self, Endpoint};
-use super::kinds::OwnKeys;
 use super::tensors::{self, OutputTensor};
 use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
+use crate::config::OwnKeys;
 use crate::config::formats::HttpMethod;
 use crate::config::{
     Diagnostics, Expect, Images, KindKeys, ProbeConfig, RawInput, TensorData, TensorInput, tensor_input,

@@ -35,9 +35,9 @@ use super::endpoint::Endpoint;
 use super::grpc::{
     self, Flag, ModelInferRequest, ModelInferResponse, ModelRef, RequestedOutput, Tensor, TensorContents,
 };
-use super::kinds::OwnKeys;
 use super::tensors::{self, OutputTensor};
 use super::{BuildContext, BuildError, Probe, RunContext, RunLimits};
+use crate::config::OwnKeys;
 use crate::config::{
     Diagnostics, Images, KindKeys, ProbeConfig, RawInput, TensorData, TensorInput, tensor_input,
 };

@@ -1,0 +1,167 @@
+//! THE closed list of receiver kinds: the `kind:` values of `receivers:`
+//! ([`ReceiverKind`]), the keys each takes of its own (its file's `Keys`), what they
+//! become ([`ReceiverSpec`]), and the dispatch from one to the next: check (own keys ->
+//! spec), request (notification -> URL and body), verdict (the receiver's answer ->
+//! delivered or not). Plain enums and exhaustive matches, as probe/kinds.rs.
+//!
+//! Adding a receiver:
+//! 1. `notify/<kind>.rs`: its `Keys` (the serde shape of the keys only it takes, a doc
+//!    comment per key for the schema; `NoKeys` when it has none) and `check` (keys in,
+//!    its `Spec` out), `request` (what is sent for one notification) and `verdict` (what
+//!    its answer means: the status, and the body for a platform that refuses inside an
+//!    HTTP 200); `mod <kind>;` in notify/mod.rs.
+//! 2. Here, one line in each list: [`ReceiverKind`] (with its YAML name and a doc
+//!    comment), [`ReceiverKind::ALL`], [`ReceiverKind::as_str`], each rule of
+//!    [`ReceiverKind`], [`ReceiverSpec`], `keys`, `check_spec`, `request` and `verdict`.
+//!
+//! A key of a receiver's own needs nothing else: the loader hands it to that kind alone,
+//! tells a receiver of another kind which kinds take it, treats it as a secret if its
+//! `Keys` says so, and the schema says the same to editors.
+
+use std::time::{Duration, SystemTime};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value as Json;
+use serde_yaml::Value;
+
+use super::{Verdict, alertmanager, pagerduty, slack, webhook};
+use crate::alert::Notification;
+use crate::config::{Diagnostics, KeysOf, KindList, ReceiverCommon, ReceiverConfig, ReceiverKeys, Secret};
+
+/// Where notifications go: the API the receiver speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiverKind {
+    /// Alertmanager's API v2 (`POST /api/v2/alerts`); firing alerts re-sent.
+    Alertmanager,
+    /// PagerDuty Events API v2.
+    Pagerduty,
+    /// Any URL: one JSON object per notification (docs/alerting.md).
+    Webhook,
+    /// A Slack incoming webhook: a text message.
+    Slack,
+}
+
+impl ReceiverKind {
+    /// Every kind, in the order of the list above.
+    pub const ALL: [ReceiverKind; 4] = [
+        ReceiverKind::Alertmanager,
+        ReceiverKind::Pagerduty,
+        ReceiverKind::Webhook,
+        ReceiverKind::Slack,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiverKind::Alertmanager => "alertmanager",
+            ReceiverKind::Pagerduty => "pagerduty",
+            ReceiverKind::Webhook => "webhook",
+            ReceiverKind::Slack => "slack",
+        }
+    }
+
+    /// Where it sends when the receiver gives no `url` (`None`: the `url` is required).
+    pub fn default_url(self) -> Option<&'static str> {
+        match self {
+            ReceiverKind::Pagerduty => Some(pagerduty::EVENTS_URL),
+            ReceiverKind::Alertmanager | ReceiverKind::Webhook | ReceiverKind::Slack => None,
+        }
+    }
+}
+
+impl KindList for ReceiverKind {
+    const ALL: &'static [ReceiverKind] = &ReceiverKind::ALL;
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+
+    fn keys(self) -> KeysOf {
+        match self {
+            ReceiverKind::Alertmanager => KeysOf::of::<alertmanager::Keys>(),
+            ReceiverKind::Pagerduty => KeysOf::of::<pagerduty::Keys>(),
+            ReceiverKind::Webhook => KeysOf::of::<webhook::Keys>(),
+            ReceiverKind::Slack => KeysOf::of::<slack::Keys>(),
+        }
+    }
+}
+
+/// What a receiver's own keys became, checked: one variant per receiver's file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReceiverSpec {
+    Alertmanager(alertmanager::Spec),
+    Pagerduty(pagerduty::Spec),
+    Webhook,
+    Slack,
+}
+
+impl ReceiverSpec {
+    /// How often active alerts are re-sent, for receivers that hold state rather than
+    /// events (Alertmanager).
+    pub fn resend_interval(&self) -> Option<Duration> {
+        match self {
+            ReceiverSpec::Alertmanager(spec) => Some(spec.resend_interval),
+            ReceiverSpec::Pagerduty(_) | ReceiverSpec::Webhook | ReceiverSpec::Slack => None,
+        }
+    }
+
+    /// The credentials among its own keys, for the redactor.
+    pub fn secrets(&self) -> Vec<&Secret> {
+        match self {
+            ReceiverSpec::Pagerduty(spec) => vec![&spec.routing_key],
+            ReceiverSpec::Alertmanager(_) | ReceiverSpec::Webhook | ReceiverSpec::Slack => Vec::new(),
+        }
+    }
+}
+
+/// Checks a receiver's own keys (`own`, the mapping the loader set aside for its kind)
+/// with its kind's check. Errors go to `cx`, positioned; `None` when there were any.
+pub(crate) fn check_spec(
+    cx: &mut Diagnostics,
+    common: ReceiverCommon<'_>,
+    own: Value,
+) -> Option<ReceiverSpec> {
+    match common.kind {
+        ReceiverKind::Alertmanager => {
+            run(cx, common, own, alertmanager::check).map(ReceiverSpec::Alertmanager)
+        }
+        ReceiverKind::Pagerduty => run(cx, common, own, pagerduty::check).map(ReceiverSpec::Pagerduty),
+        ReceiverKind::Webhook => run(cx, common, own, webhook::check).map(|()| ReceiverSpec::Webhook),
+        ReceiverKind::Slack => run(cx, common, own, slack::check).map(|()| ReceiverSpec::Slack),
+    }
+}
+
+/// Reads a receiver's own keys with its serde shape, every problem said, and hands them
+/// to the kind's `check`.
+fn run<K: crate::config::OwnKeys, S>(
+    cx: &mut Diagnostics,
+    common: ReceiverCommon<'_>,
+    own: Value,
+    check: fn(&mut Diagnostics, ReceiverKeys<'_, K>) -> Option<S>,
+) -> Option<S> {
+    let own = cx.section::<K>(own, common.prefix, None)?;
+    check(cx, ReceiverKeys { common, own })
+}
+
+/// The URL and JSON body of one notification to `receiver`.
+pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTime) -> (String, Json) {
+    let url = receiver.url.expose();
+    match &receiver.spec {
+        ReceiverSpec::Alertmanager(spec) => alertmanager::request(url, spec, n, now),
+        ReceiverSpec::Pagerduty(spec) => pagerduty::request(url, spec, n),
+        ReceiverSpec::Webhook => webhook::request(url, n, now),
+        ReceiverSpec::Slack => slack::request(url, n),
+    }
+}
+
+/// What the answer of a receiver of `kind` says: its status, and its body where the
+/// platform words a refusal inside a success.
+pub(super) fn verdict(kind: ReceiverKind, status: u16, body: &str) -> Verdict {
+    match kind {
+        ReceiverKind::Alertmanager => alertmanager::verdict(status, body),
+        ReceiverKind::Pagerduty => pagerduty::verdict(status, body),
+        ReceiverKind::Webhook => webhook::verdict(status, body),
+        ReceiverKind::Slack => slack::verdict(status, body),
+    }
+}

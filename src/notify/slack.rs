@@ -1,0 +1,48 @@
+//! Slack incoming webhooks: a `text` message, escaped as Slack asks (`&`, `<`, `>`), so
+//! an endpoint's words in it cannot mention `@channel` or hide a link behind text: they
+//! are data, never markup.
+
+use serde_json::{Value, json};
+
+use super::Verdict;
+use crate::alert::{Event, Notification};
+use crate::config::{Diagnostics, NoKeys, ReceiverKeys};
+
+/// A Slack receiver takes no keys of its own: its URL is its credential.
+pub(crate) type Keys = NoKeys;
+
+pub(crate) fn check(_: &mut Diagnostics, _: ReceiverKeys<'_, Keys>) -> Option<()> {
+    Some(())
+}
+
+pub(super) fn request(url: &str, n: &Notification) -> (String, Value) {
+    (url.to_owned(), body(n))
+}
+
+/// Slack answers 200 `ok`; its refusals (`invalid_payload`, `no_service`,
+/// `channel_is_archived`) come with 4xx statuses, which say it.
+pub(super) fn verdict(status: u16, _body: &str) -> Verdict {
+    Verdict::by_status(status)
+}
+
+pub fn body(n: &Notification) -> Value {
+    let a = &n.alert;
+    let mark = match n.event {
+        Event::Firing => ":rotating_light:",
+        Event::Reminder => ":bell: Still firing:",
+        Event::Resolved => ":white_check_mark:",
+    };
+    let text = format!(
+        "{mark} *{}* ({})\n{}",
+        slack_escape(&a.summary),
+        a.severity.as_str(),
+        slack_escape(&a.description)
+    );
+    json!({ "text": text })
+}
+
+/// Slack's control characters in message text: `<!channel>`, `<@U123>` and
+/// `<https://x|label>` all need a raw `<`, and `&` would start an entity.
+fn slack_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
