@@ -71,18 +71,18 @@ impl Condition {
 /// What a notification announces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Event {
+pub enum AlertEvent {
     Firing,
     Reminder,
     Resolved,
 }
 
-impl Event {
+impl AlertEvent {
     pub fn as_str(self) -> &'static str {
         match self {
-            Event::Firing => "firing",
-            Event::Reminder => "reminder",
-            Event::Resolved => "resolved",
+            AlertEvent::Firing => "firing",
+            AlertEvent::Reminder => "reminder",
+            AlertEvent::Resolved => "resolved",
         }
     }
 }
@@ -178,7 +178,7 @@ impl Alert {
 pub struct Notification {
     /// Unique per event and stable across retries and restarts: receivers may dedupe on it.
     pub id: String,
-    pub event: Event,
+    pub event: AlertEvent,
     pub alert: Alert,
     pub receivers: Vec<String>,
 }
@@ -536,7 +536,7 @@ impl Alerting {
                             unix_ms(firing.alert.fired_at),
                             firing.reminders
                         ),
-                        event: Event::Reminder,
+                        event: AlertEvent::Reminder,
                         alert: firing.alert.clone(),
                         receivers: firing.receivers.clone(),
                     });
@@ -673,7 +673,7 @@ impl Alerting {
                 firing.alert.dedup_key,
                 unix_ms(firing.alert.fired_at)
             ),
-            event: Event::Firing,
+            event: AlertEvent::Firing,
             alert: firing.alert.clone(),
             receivers: firing.receivers.clone(),
         };
@@ -706,7 +706,7 @@ impl Alerting {
                 firing.alert.dedup_key,
                 unix_ms(firing.alert.fired_at)
             ),
-            event: Event::Resolved,
+            event: AlertEvent::Resolved,
             alert: firing.alert.clone(),
             receivers: firing.receivers.clone(),
         };

@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::alert::{Alert, Event, Firing, Notification};
+use crate::alert::{Alert, AlertEvent, Firing, Notification};
 use crate::config::{ReceiverConfig, ReceiverKind};
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
@@ -126,14 +126,14 @@ impl Receiver {
 
     /// Alertmanager only: re-sends the alerts still active, so they do not expire.
     async fn resend(&self, active: &[Firing], now: SystemTime) -> Delivery {
-        let alerts: Vec<(&Alert, Event)> = active
+        let alerts: Vec<(&Alert, AlertEvent)> = active
             .iter()
             .filter(|f| f.receivers.iter().any(|r| r == &self.config.name))
             .map(|f| {
                 let event = if f.alert.resolved_at.is_some() {
-                    Event::Resolved
+                    AlertEvent::Resolved
                 } else {
-                    Event::Firing
+                    AlertEvent::Firing
                 };
                 (&f.alert, event)
             })
@@ -365,9 +365,9 @@ fn latest_state(queued: Notification, active: &[Firing]) -> Notification {
         Some(f) if f.alert != queued.alert => Notification {
             id: queued.id,
             event: if f.alert.resolved_at.is_some() {
-                Event::Resolved
+                AlertEvent::Resolved
             } else {
-                Event::Firing
+                AlertEvent::Firing
             },
             alert: f.alert.clone(),
             receivers: queued.receivers,
@@ -424,7 +424,7 @@ mod tests {
         assert!(matches!(classify(302, None, ""), Delivery::Rejected { .. }));
     }
 
-    fn notification(event: Event) -> Notification {
+    fn notification(event: AlertEvent) -> Notification {
         use crate::config::Severity;
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let mut alert = Alert::test("eu-west", "http://agent:9464", Severity::Critical, t);
@@ -438,7 +438,7 @@ mod tests {
         alert.reason = "http_5xx".into();
         alert.last_status = Some(503);
         alert.dedup_key = "inferprobe/chat/eu-west/critical".into();
-        if event == Event::Resolved {
+        if event == AlertEvent::Resolved {
             alert.resolved_at = Some(t + Duration::from_secs(90));
         }
         Notification {
@@ -452,17 +452,21 @@ mod tests {
     #[test]
     fn each_format_carries_what_its_receiver_needs() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
-        let firing = notification(Event::Firing);
-        let resolved = notification(Event::Resolved);
+        let firing = notification(AlertEvent::Firing);
+        let resolved = notification(AlertEvent::Resolved);
 
-        let am = alertmanager::body(&[(&firing.alert, Event::Firing)], now, Duration::from_secs(60));
+        let am = alertmanager::body(
+            &[(&firing.alert, AlertEvent::Firing)],
+            now,
+            Duration::from_secs(60),
+        );
         let a = &am[0];
         assert_eq!(a["labels"]["alertname"], "InferenceEndpointDown");
         assert_eq!(a["labels"]["team"], "ml");
         assert_eq!(a["labels"]["model"], "llama");
         assert_eq!(a["endsAt"], "2027-01-15T08:05:00Z", "four re-sends ahead");
         let am = alertmanager::body(
-            &[(&resolved.alert, Event::Resolved)],
+            &[(&resolved.alert, AlertEvent::Resolved)],
             now,
             Duration::from_secs(60),
         );
@@ -498,7 +502,7 @@ mod tests {
                 .starts_with(":rotating_light: *chat is DOWN from eu-west* (critical)\n"),
             "{slack}"
         );
-        let slack = webhook::slack_body(&notification(Event::Reminder));
+        let slack = webhook::slack_body(&notification(AlertEvent::Reminder));
         assert!(
             slack["text"]
                 .as_str()
@@ -511,11 +515,11 @@ mod tests {
     #[test]
     fn every_format_says_the_same_resolved_summary() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
-        let mut resolved = notification(Event::Resolved);
+        let mut resolved = notification(AlertEvent::Resolved);
         let summary = "RESOLVED: chat is up again from eu-west after 4m 10s down (8 failed runs)";
         resolved.alert.summary = summary.into();
         let am = alertmanager::body(
-            &[(&resolved.alert, Event::Resolved)],
+            &[(&resolved.alert, AlertEvent::Resolved)],
             now,
             Duration::from_secs(60),
         );
@@ -544,7 +548,7 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
         let hostile =
             "<!channel> <@U024BE7LH> <!here|here> <https://evil.example|Runbook> a&b \"}], \u{1b}[2J";
-        let mut n = notification(Event::Firing);
+        let mut n = notification(AlertEvent::Firing);
         n.alert.last_error = Some(hostile.into());
         n.alert.description = format!("chat failed: {hostile}");
         n.alert.summary = format!("chat is DOWN <!channel> {hostile}");
@@ -563,7 +567,7 @@ mod tests {
         assert_eq!(hook["alert"]["last_error"], hostile);
         let pd = pagerduty::body(&n, "rk");
         assert_eq!(pd["payload"]["custom_details"]["last_error"], hostile);
-        let am = alertmanager::body(&[(&n.alert, Event::Firing)], now, Duration::from_secs(60));
+        let am = alertmanager::body(&[(&n.alert, AlertEvent::Firing)], now, Duration::from_secs(60));
         assert_eq!(am[0]["annotations"]["last_error"], hostile);
         for v in [&hook, &pd, &am] {
             let wire = serde_json::to_string(v).unwrap();
@@ -575,7 +579,7 @@ mod tests {
 
     #[test]
     fn alertmanager_gets_the_alert_as_it_is_now() {
-        let queued = notification(Event::Firing);
+        let queued = notification(AlertEvent::Firing);
         let mut now_resolved = queued.alert.clone();
         now_resolved.resolved_at = Some(now_resolved.fired_at + Duration::from_secs(60));
         let active = vec![Firing {
@@ -585,7 +589,7 @@ mod tests {
             reminders: 0,
         }];
         let sent = latest_state(queued.clone(), &active);
-        assert_eq!((sent.event, sent.alert), (Event::Resolved, now_resolved));
+        assert_eq!((sent.event, sent.alert), (AlertEvent::Resolved, now_resolved));
         // An older incident's alert in the board does not replace a newer notification.
         let mut newer = queued.clone();
         newer.alert.fired_at += Duration::from_secs(600);

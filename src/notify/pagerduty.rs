@@ -5,14 +5,14 @@
 
 use serde_json::{Value, json};
 
-use crate::alert::{Event, Notification, rfc3339};
+use crate::alert::{AlertEvent, Notification, rfc3339};
 
 /// PagerDuty's limit on `payload.summary`.
 const MAX_SUMMARY: usize = 1024;
 
 pub fn body(n: &Notification, routing_key: &str) -> Value {
     let a = &n.alert;
-    if n.event == Event::Resolved {
+    if n.event == AlertEvent::Resolved {
         return json!({
             "routing_key": routing_key,
             "event_action": "resolve",

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 
-use crate::alert::{Event, Notification, rfc3339};
+use crate::alert::{AlertEvent, Notification, rfc3339};
 
 pub fn body(n: &Notification, now: SystemTime) -> Value {
     let a = &n.alert;
@@ -59,9 +59,9 @@ pub fn body(n: &Notification, now: SystemTime) -> Value {
 pub fn slack_body(n: &Notification) -> Value {
     let a = &n.alert;
     let mark = match n.event {
-        Event::Firing => ":rotating_light:",
-        Event::Reminder => ":bell: Still firing:",
-        Event::Resolved => ":white_check_mark:",
+        AlertEvent::Firing => ":rotating_light:",
+        AlertEvent::Reminder => ":bell: Still firing:",
+        AlertEvent::Resolved => ":white_check_mark:",
     };
     let text = format!(
         "{mark} *{}* ({})\n{}",
