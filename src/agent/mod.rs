@@ -34,7 +34,7 @@ use crate::probe::{BuildContext, BuildError};
 use crate::push::Pusher;
 use crate::schedule::{Scheduled, Scheduler};
 use crate::server;
-use crate::store::{HistoryReader, HistoryWriter, Latest, Store, StoreError};
+use crate::store::{AlertStore, HistoryReader, HistoryWriter, Latest, StoreError};
 
 mod fanout;
 mod paging;
@@ -134,7 +134,7 @@ impl Agent {
         let metrics = Arc::new(Metrics::new(&location));
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
-        let store = Arc::new(Store::open(&data_dir)?);
+        let store = Arc::new(AlertStore::open(&data_dir)?);
         let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
         let reader = Arc::new(HistoryReader::open(store.path())?);
         let settle_ms = Arc::new(AtomicU64::new(0));

@@ -19,7 +19,7 @@ use crate::config::{Config, ReceiverConfig};
 use crate::metrics::Metrics;
 use crate::notify::{self, Outbox, Receiver};
 use crate::outcome::Outcome;
-use crate::store::{Store, StoreError};
+use crate::store::{AlertStore, StoreError};
 
 use super::task::{Running, Tasks};
 
@@ -109,7 +109,7 @@ const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// and one delivery loop per receiver.
 pub(super) struct Paging {
     state: Mutex<PagingState>,
-    store: Arc<Store>,
+    store: Arc<AlertStore>,
     location: String,
     metrics: Arc<Metrics>,
     pub(super) active: watch::Sender<Arc<Vec<Firing>>>,
@@ -119,7 +119,7 @@ pub(super) struct Paging {
 impl Paging {
     /// Opens paging on `store`, restoring the alert state saved before a restart.
     pub(super) fn open(
-        store: Arc<Store>,
+        store: Arc<AlertStore>,
         location: &str,
         api_base: &str,
         metrics: Arc<Metrics>,
@@ -407,7 +407,7 @@ mod tests {
     fn failed_commits_wait_doubling_and_lose_nothing() {
         let dir = std::env::temp_dir().join(format!("inferprobe-paging-retry-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let store = Arc::new(Store::open(&dir).unwrap());
+        let store = Arc::new(AlertStore::open(&dir).unwrap());
         let metrics = Arc::new(Metrics::new("here"));
         let paging = Paging::open(store, "here", "http://agent", metrics).unwrap();
         let db = rusqlite::Connection::open(dir.join(crate::store::DB_FILE)).unwrap();

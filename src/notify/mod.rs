@@ -27,7 +27,7 @@ use crate::config::{ReceiverConfig, ReceiverKind};
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
 use crate::redact::SharedRedactor;
-use crate::store::Store;
+use crate::store::AlertStore;
 
 /// What a receiver made of one attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -210,7 +210,7 @@ fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery 
 /// What a delivery loop needs besides its receiver.
 #[derive(Clone)]
 pub struct Outbox {
-    pub store: Arc<Store>,
+    pub store: Arc<AlertStore>,
     pub metrics: Arc<Metrics>,
     /// Alerts active now, for Alertmanager's re-sends.
     pub active: watch::Receiver<Arc<Vec<Firing>>>,

@@ -214,7 +214,7 @@ impl std::fmt::Debug for HistoryWriter {
 }
 
 impl HistoryWriter {
-    /// Starts the writer on the store at `db` (created by `Store::open`).
+    /// Starts the writer on the store at `db` (created by `AlertStore::open`).
     pub fn start(db: &Path, limits: HistoryConfig) -> Result<HistoryWriter, StoreError> {
         Self::start_with(db, limits, Duration::from_secs(1))
     }
