@@ -17,7 +17,7 @@ use tokio::sync::{Notify, watch};
 use crate::alert::{Alerting, Changes, Firing, Rules};
 use crate::config::{Config, ReceiverConfig};
 use crate::metrics::Metrics;
-use crate::notify::{self, Outbox, Receiver};
+use crate::notify::{self, DeliveryContext, Receiver};
 use crate::outcome::Outcome;
 use crate::store::{AlertStore, StoreError};
 
@@ -181,14 +181,14 @@ impl Paging {
                 let wake = Arc::new(Notify::new());
                 let config = receiver.config.clone();
                 let previous = replaced.remove(receiver.name());
-                let outbox = Outbox {
+                let cx = DeliveryContext {
                     store: self.store.clone(),
                     metrics: self.metrics.clone(),
                     active: self.active.subscribe(),
                 };
                 let name = config.name.clone();
                 let delivering: Delivering = Running::spawn(config, wake.clone(), |cancel| {
-                    notify::deliver(Arc::new(receiver), outbox, wake, cancel, previous)
+                    notify::deliver(Arc::new(receiver), cx, wake, cancel, previous)
                 });
                 running.insert(name, delivering);
             }

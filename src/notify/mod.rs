@@ -207,9 +207,10 @@ fn classify(status: u16, retry_after: Option<Duration>, body: &str) -> Delivery 
     }
 }
 
-/// What a delivery loop needs besides its receiver.
+/// What a delivery loop needs besides its receiver: the store holding the outbox it
+/// drains, the metrics it counts deliveries in, the alerts active now.
 #[derive(Clone)]
-pub struct Outbox {
+pub struct DeliveryContext {
     pub store: Arc<AlertStore>,
     pub metrics: Arc<Metrics>,
     /// Alerts active now, for Alertmanager's re-sends.
@@ -222,7 +223,7 @@ pub struct Outbox {
 /// no notification is sent by both.
 pub async fn deliver(
     receiver: Arc<Receiver>,
-    outbox: Outbox,
+    cx: DeliveryContext,
     wake: Arc<Notify>,
     cancel: CancellationToken,
     previous: Option<tokio::task::JoinHandle<()>>,
@@ -243,18 +244,18 @@ pub async fn deliver(
         if resends && tokio::time::Instant::now() >= next_resend {
             next_resend = tokio::time::Instant::now() + resend_interval;
             let now = SystemTime::now();
-            let active = current_alerts(&outbox.active, now);
+            let active = current_alerts(&cx.active, now);
             if active.iter().any(|f| f.receivers.contains(&name)) {
                 match receiver.resend(&active, now).await {
-                    Delivery::Accepted => outbox.metrics.notification(&name, "resend", "delivered"),
+                    Delivery::Accepted => cx.metrics.notification(&name, "resend", "delivered"),
                     Delivery::Retry { why, .. } | Delivery::Rejected { why } => {
-                        outbox.metrics.notification(&name, "resend", "failed");
+                        cx.metrics.notification(&name, "resend", "failed");
                         tracing::warn!(receiver = %name, error = %why, "Re-sending active alerts to Alertmanager failed; next try at the next re-send.");
                     }
                 }
             }
         }
-        let store = outbox.store.clone();
+        let store = cx.store.clone();
         let lookup = name.clone();
         let head = match tokio::task::spawn_blocking(move || store.next_pending(&lookup)).await {
             Ok(Ok(head)) => head,
@@ -292,20 +293,20 @@ pub async fn deliver(
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(receiver = %name, id = pending.id, error = %e, "Dropping an unreadable notification from the outbox.");
-                remove(&outbox, pending.id).await;
+                remove(&cx, pending.id).await;
                 continue;
             }
         };
         let event = queued.event.as_str();
         if now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after {
             tracing::error!(receiver = %name, id = %queued.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
-            outbox.metrics.notification(&name, event, "expired");
-            remove(&outbox, pending.id).await;
-            publish_pending(&outbox, &name).await;
+            cx.metrics.notification(&name, event, "expired");
+            remove(&cx, pending.id).await;
+            publish_pending(&cx, &name).await;
             continue;
         }
         let notification = if resends {
-            latest_state(queued, &current_alerts(&outbox.active, now))
+            latest_state(queued, &current_alerts(&cx.active, now))
         } else {
             queued
         };
@@ -313,23 +314,23 @@ pub async fn deliver(
         // one cut off after the receiver took it would be sent again.
         match receiver.send(&notification, now).await {
             Delivery::Accepted => {
-                outbox.metrics.notification(&name, event, "delivered");
-                remove(&outbox, pending.id).await;
+                cx.metrics.notification(&name, event, "delivered");
+                remove(&cx, pending.id).await;
                 tracing::info!(receiver = %name, id = %notification.id, event, summary = %notification.alert.summary, "Notification delivered.");
             }
             Delivery::Rejected { why } => {
-                outbox.metrics.notification(&name, event, "rejected");
-                remove(&outbox, pending.id).await;
+                cx.metrics.notification(&name, event, "rejected");
+                remove(&cx, pending.id).await;
                 tracing::error!(receiver = %name, id = %notification.id, event, error = %why, "Receiver rejected a notification; dropped (a 4xx is not retried).");
             }
             Delivery::Retry { after, why } => {
-                outbox.metrics.notification(&name, event, "failed");
+                cx.metrics.notification(&name, event, "failed");
                 let attempts = pending.attempts + 1;
                 // A Retry-After is honoured, up to our own longest wait.
                 let wait = backoff(attempts, receiver.config.max_backoff)
                     .max(after.unwrap_or_default().min(receiver.config.max_backoff));
                 tracing::warn!(receiver = %name, id = %notification.id, event, attempts, retry_in = ?wait, error = %why, "Notification not delivered; will retry.");
-                let store = outbox.store.clone();
+                let store = cx.store.clone();
                 let id = pending.id;
                 let saved = tokio::task::spawn_blocking(move || {
                     store.retry_at(id, attempts, SystemTime::now() + wait)
@@ -341,7 +342,7 @@ pub async fn deliver(
                 }
             }
         }
-        publish_pending(&outbox, &name).await;
+        publish_pending(&cx, &name).await;
     }
 }
 
@@ -376,19 +377,19 @@ fn latest_state(queued: Notification, active: &[Firing]) -> Notification {
     }
 }
 
-async fn remove(outbox: &Outbox, id: i64) {
-    let store = outbox.store.clone();
+async fn remove(cx: &DeliveryContext, id: i64) {
+    let store = cx.store.clone();
     if let Ok(Err(e)) = tokio::task::spawn_blocking(move || store.remove(id)).await {
         tracing::error!(error = %e, "Cannot remove a notification from the outbox.");
     }
 }
 
 /// Updates `inferprobe_notifications_pending` for one receiver from the store.
-async fn publish_pending(outbox: &Outbox, receiver: &str) {
-    let store = outbox.store.clone();
+async fn publish_pending(cx: &DeliveryContext, receiver: &str) {
+    let store = cx.store.clone();
     let name = receiver.to_owned();
     if let Ok(Ok(n)) = tokio::task::spawn_blocking(move || store.pending_count(&name)).await {
-        outbox.metrics.notifications_pending(receiver, n);
+        cx.metrics.notifications_pending(receiver, n);
     }
 }
 
