@@ -3,7 +3,7 @@
 //! outbox ([`AlertStore`], alert_state.rs), and the run history ([`HistoryWriter`],
 //! [`HistoryReader`], history.rs). Consumes `&Outcome`; never sees probes.
 //!
-//! May import: outcome, config (the history's limits), human, stats.
+//! May import: outcome, config (the history's limits), human, stats, unix_time.
 
 mod alert_state;
 mod history;

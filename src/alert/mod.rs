@@ -30,11 +30,10 @@ use crate::stats::percentile;
 
 mod kept;
 mod words;
+use crate::unix_time::unix_ms;
 use kept::Kept;
 pub use words::rfc3339;
-use words::{
-    Ended, describe_degraded, describe_down, host_of, lasted, resolved_summary, unix_ms, with_failure,
-};
+use words::{Ended, describe_degraded, describe_down, host_of, lasted, resolved_summary, with_failure};
 
 /// How long a resolved alert is still re-sent to Alertmanager, so that a lost "resolved"
 /// post is repaired (Prometheus keeps resolved alerts for the same 15 minutes).

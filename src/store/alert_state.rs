@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::history::{from_unix_ms, unix_ms};
+use crate::unix_time::{from_unix_ms_i64, unix_ms_i64};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -180,7 +180,7 @@ impl AlertStore {
     ) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        let now = unix_ms(now);
+        let now = unix_ms_i64(now);
         {
             // Prepared once per commit: under load one commit carries thousands of rows.
             let mut upsert = tx.prepare_cached(
@@ -220,9 +220,9 @@ impl AlertStore {
                         id: r.get(0)?,
                         receiver: r.get(1)?,
                         payload: r.get(2)?,
-                        created_at: from_unix_ms(r.get(3)?),
+                        created_at: from_unix_ms_i64(r.get(3)?),
                         attempts: r.get(4)?,
-                        next_attempt_at: from_unix_ms(r.get(5)?),
+                        next_attempt_at: from_unix_ms_i64(r.get(5)?),
                     })
                 },
             )
@@ -240,7 +240,7 @@ impl AlertStore {
     pub fn retry_at(&self, id: i64, attempts: u32, next: SystemTime) -> Result<(), StoreError> {
         self.conn().execute(
             "UPDATE outbox SET attempts = ?2, next_attempt_at = ?3 WHERE id = ?1",
-            params![id, attempts, unix_ms(next)],
+            params![id, attempts, unix_ms_i64(next)],
         )?;
         Ok(())
     }

@@ -49,7 +49,7 @@ fn runs_round_trip_and_page_in_start_order() {
         }
     }
     // Stored at millisecond resolution.
-    let ms = |r: &RunRecord| unix_ms(r.at);
+    let ms = |r: &RunRecord| unix_ms_i64(r.at);
     assert_eq!(seen.len(), 250);
     for (got, want) in seen.iter().zip(&written) {
         assert_eq!(ms(got), ms(want));
@@ -180,7 +180,10 @@ fn disk_use_stays_bounded_under_a_flood() {
         "oldest kept run is too old"
     );
     let newest = reader.recent("probe-499", "eu", 1).unwrap();
-    assert_eq!(unix_ms(newest[0].at), unix_ms(now - Duration::from_secs(1)));
+    assert_eq!(
+        unix_ms_i64(newest[0].at),
+        unix_ms_i64(now - Duration::from_secs(1))
+    );
     writer.close();
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
