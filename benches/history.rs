@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use inferprobe::config::HistoryConfig;
-use inferprobe::store::{HistoryReader, HistoryWriter, RunQuery, RunRecord, Store, disk_bytes};
+use inferprobe::store::{AlertStore, HistoryReader, HistoryWriter, RunQuery, RunRecord, disk_bytes};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -19,7 +19,7 @@ fn main() {
     let probes = 1_000u64;
     let dir = std::env::temp_dir().join(format!("inferprobe-bench-history-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir).unwrap();
+    let store = AlertStore::open(&dir).unwrap();
     let writer = HistoryWriter::start(
         store.path(),
         HistoryConfig {
@@ -130,7 +130,7 @@ fn cpu_seconds() -> f64 {
 fn paced() {
     let dir = std::env::temp_dir().join(format!("inferprobe-bench-paced-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let store = Store::open(&dir).unwrap();
+    let store = AlertStore::open(&dir).unwrap();
     let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
     let runs = 3_000u64;
     let gap = Duration::from_micros(3_000);

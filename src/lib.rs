@@ -36,5 +36,6 @@ pub mod server;
 pub mod simulate;
 pub mod stats;
 pub mod store;
+pub mod unix_time;
 
 pub use agent::{Agent, AgentError, AgentSettings, ReloadSummary};

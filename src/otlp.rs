@@ -11,8 +11,9 @@
 //!
 //! Exporting never delays or fails a run: the fan-out offers each outcome to a bounded
 //! queue ([`Spans::offer`] never waits; a full queue drops and counts), and one task
-//! sends what is queued in batches. An unreachable collector is counted and logged at
-//! most once a minute.
+//! ([`Export::run`]) sends what is queued in batches; the agent holds that task as it
+//! holds the pusher and the delivery loops (`agent::task::Running`). An unreachable
+//! collector is counted and logged at most once a minute.
 //!
 //! May import: config, human, net, outcome, redact.
 
@@ -27,6 +28,8 @@ use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::TracingConfig;
 use crate::net::TlsRoots;
@@ -63,35 +66,30 @@ pub struct ExportStats {
     pub dropped: AtomicU64,
 }
 
-/// The agent's span export: off, or one running exporter; replaced on reload when
-/// `agent.tracing` changes.
+/// The agent's span export as the fan-out sees it: off, or the queue of the one running
+/// [`Export`]; pointed at a new queue on reload when `agent.tracing` changes.
 #[derive(Debug, Default)]
 pub struct Spans {
-    running: Mutex<Option<Running>>,
+    queue: Mutex<Option<mpsc::Sender<SpanData>>>,
     pub stats: Arc<ExportStats>,
 }
 
-#[derive(Debug)]
-struct Running {
-    config: TracingConfig,
-    queue: mpsc::Sender<SpanData>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-/// An exporter built for a config, not yet started (see [`Spans::install`]).
+/// An exporter built for a config, not yet started (see [`Spans::connect`]).
 pub struct Exporter {
     config: TracingConfig,
     inner: opentelemetry_otlp::SpanExporter,
     redactor: SharedRedactor,
 }
 
-impl Spans {
-    /// Whether `wanted` is what runs already (nothing to build).
-    pub fn runs_as(&self, wanted: Option<&TracingConfig>) -> bool {
-        self.lock().as_ref().map(|r| &r.config) == wanted
-    }
+/// An exporter with the queue it sends from, ready to run as a task ([`Export::run`]).
+pub struct Export {
+    exporter: Exporter,
+    queue: mpsc::Receiver<SpanData>,
+    stats: Arc<ExportStats>,
+}
 
-    /// Builds the exporter for `config`; nothing changes until [`Spans::install`].
+impl Spans {
+    /// Builds the exporter for `config`; nothing changes until [`Spans::connect`].
     pub fn build(
         config: &TracingConfig,
         roots: &TlsRoots,
@@ -125,93 +123,113 @@ impl Spans {
         })
     }
 
-    /// Starts `exporter` in place of the running one (whose queued spans still go out),
-    /// or stops exporting when `wanted` is `None`. Unchanged when `wanted` runs already.
-    pub fn install(&self, wanted: Option<&TracingConfig>, exporter: Option<Exporter>) {
-        if self.runs_as(wanted) {
-            return;
-        }
-        // Dropping the old sender ends its task once its queue is sent.
-        *self.lock() = wanted.zip(exporter).map(|(config, exporter)| {
-            let (queue, rx) = mpsc::channel(QUEUE);
-            let task = tokio::spawn(export_loop(exporter, rx, self.stats.clone()));
-            Running {
-                config: config.clone(),
-                queue,
-                task,
+    /// Points the offers at a fresh queue for `exporter`, returned with it to be run, or
+    /// at none (export off). The queue it replaces closes: its export sends what it holds,
+    /// then ends.
+    pub fn connect(&self, exporter: Option<Exporter>) -> Option<Export> {
+        let (queue, export) = match exporter {
+            Some(exporter) => {
+                let (tx, rx) = mpsc::channel(QUEUE);
+                let export = Export {
+                    exporter,
+                    queue: rx,
+                    stats: self.stats.clone(),
+                };
+                (Some(tx), Some(export))
             }
-        });
+            None => (None, None),
+        };
+        *self.lock() = queue;
+        export
     }
 
     /// Queues the run's span, if the run was traced and export is on. Never waits.
     pub fn offer(&self, outcome: &Outcome) {
         let guard = self.lock();
-        let (Some(running), Some(_)) = (guard.as_ref(), outcome.trace) else {
+        let (Some(queue), Some(_)) = (guard.as_ref(), outcome.trace) else {
             return;
         };
         let Some(span) = span_of(outcome, SystemTime::now()) else {
             return;
         };
-        if running.queue.try_send(span).is_err() {
+        if queue.try_send(span).is_err() {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// Stops taking spans and sends what is queued, for at most `within` (at shutdown,
-    /// after the last outcomes went through the fan-out).
-    pub async fn close(&self, within: Duration) {
-        let running = self.lock().take();
-        if let Some(Running { queue, task, .. }) = running {
-            drop(queue);
-            if tokio::time::timeout(within, task).await.is_err() {
-                tracing::warn!("Run spans still queued for the OTLP collector at shutdown are lost.");
-            }
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<mpsc::Sender<SpanData>>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// Sends what is queued, a batch at a time, until the queue's sender is gone.
-async fn export_loop(exporter: Exporter, mut rx: mpsc::Receiver<SpanData>, stats: Arc<ExportStats>) {
-    let mut last_log: Option<Instant> = None;
-    let mut failed_since_log = 0u64;
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < BATCH
-            && let Ok(span) = rx.try_recv()
-        {
-            batch.push(span);
+impl Export {
+    /// At shutdown, after the last outcomes went through the fan-out and
+    /// [`Spans::connect`]`(None)` closed the queue: gives `task`, the running export's, at
+    /// most `within` to send what is queued.
+    pub async fn drain(task: JoinHandle<()>, within: Duration) {
+        if tokio::time::timeout(within, task).await.is_err() {
+            tracing::warn!("Run spans still queued for the OTLP collector at shutdown are lost.");
         }
-        let n = batch.len() as u64;
-        let result =
-            tokio::time::timeout(TIMEOUT + Duration::from_secs(1), exporter.inner.export(batch)).await;
-        let error = match result {
-            Ok(Ok(())) => {
-                stats.exported.fetch_add(n, Ordering::Relaxed);
-                continue;
+    }
+
+    /// Sends what is queued, a batch at a time, until the queue closes: its sender is
+    /// gone ([`Spans::connect`] replaced it) or `cancel` fired. Either way what was
+    /// queued still goes out first, and a batch being sent is never cut short.
+    pub async fn run(self, cancel: CancellationToken) {
+        let Export {
+            exporter,
+            queue: mut rx,
+            stats,
+        } = self;
+        let mut last_log: Option<Instant> = None;
+        let mut failed_since_log = 0u64;
+        loop {
+            let next = tokio::select! {
+                biased;
+                span = rx.recv() => span,
+                () = cancel.cancelled() => {
+                    // Closed: nothing more is taken, what is queued is still received.
+                    rx.close();
+                    rx.recv().await
+                }
+            };
+            let Some(first) = next else {
+                break;
+            };
+            let mut batch = vec![first];
+            while batch.len() < BATCH
+                && let Ok(span) = rx.try_recv()
+            {
+                batch.push(span);
             }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("no answer within {}s", TIMEOUT.as_secs() + 1),
-        };
-        stats.failed.fetch_add(n, Ordering::Relaxed);
-        failed_since_log += n;
-        if last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
-            last_log = Some(Instant::now());
-            // The endpoint may carry credentials: the error text names the host only.
-            let error = exporter
-                .redactor
-                .current()
-                .clean(&error.replace(exporter.config.otlp_endpoint.expose(), &exporter.config.host));
-            tracing::warn!(
-                collector = %exporter.config.host,
-                spans = failed_since_log,
-                error = %crate::human::printable(&error),
-                "Cannot export run spans to the OTLP collector; these spans are lost (said at most once a minute)."
-            );
-            failed_since_log = 0;
+            let n = batch.len() as u64;
+            let result =
+                tokio::time::timeout(TIMEOUT + Duration::from_secs(1), exporter.inner.export(batch)).await;
+            let error = match result {
+                Ok(Ok(())) => {
+                    stats.exported.fetch_add(n, Ordering::Relaxed);
+                    continue;
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {}s", TIMEOUT.as_secs() + 1),
+            };
+            stats.failed.fetch_add(n, Ordering::Relaxed);
+            failed_since_log += n;
+            if last_log.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
+                last_log = Some(Instant::now());
+                // The endpoint may carry credentials: the error text names the host only.
+                let error = exporter
+                    .redactor
+                    .current()
+                    .clean(&error.replace(exporter.config.otlp_endpoint.expose(), &exporter.config.host));
+                tracing::warn!(
+                    collector = %exporter.config.host,
+                    spans = failed_since_log,
+                    error = %crate::human::printable(&error),
+                    "Cannot export run spans to the OTLP collector; these spans are lost (said at most once a minute)."
+                );
+                failed_since_log = 0;
+            }
         }
     }
 }
@@ -334,5 +352,88 @@ impl opentelemetry_http::HttpClient for Client {
         *out.status_mut() = status;
         *out.headers_mut() = headers;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    /// An exporter to a port nothing listens on: every export fails at once, and is
+    /// counted, so the counts say what the export took from its queue.
+    fn exporter() -> Exporter {
+        let config = TracingConfig {
+            otlp_endpoint: Secret::new("http://127.0.0.1:9/v1/traces"),
+            host: "127.0.0.1:9".into(),
+            headers: Vec::new(),
+        };
+        Spans::build(&config, &TlsRoots::system(), SharedRedactor::default(), "eu").unwrap()
+    }
+
+    fn span() -> SpanData {
+        SpanData {
+            span_context: SpanContext::new(
+                TraceId::from_bytes([1; 16]),
+                SpanId::from_bytes([2; 8]),
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Client,
+            name: "inferprobe test".into(),
+            start_time: SystemTime::now(),
+            end_time: SystemTime::now(),
+            attributes: Vec::new(),
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status: Status::Ok,
+            instrumentation_scope: InstrumentationScope::builder("inferprobe").build(),
+        }
+    }
+
+    fn offer(spans: &Spans, n: usize) {
+        let queue = spans.lock();
+        for _ in 0..n {
+            queue.as_ref().unwrap().try_send(span()).unwrap();
+        }
+    }
+
+    fn taken(spans: &Spans) -> u64 {
+        spans.stats.exported.load(Ordering::Relaxed) + spans.stats.failed.load(Ordering::Relaxed)
+    }
+
+    #[tokio::test]
+    async fn a_replaced_export_sends_its_queue_and_a_cancelled_one_too() {
+        let spans = Spans::default();
+        let old = spans.connect(Some(exporter())).unwrap();
+        offer(&spans, 3);
+        // A reload: offers go to the new queue; the old export, never cancelled, still
+        // sends its three, then ends because its queue closed.
+        let new = spans.connect(Some(exporter())).unwrap();
+        let old = tokio::spawn(old.run(CancellationToken::new()));
+        tokio::time::timeout(Duration::from_secs(30), old)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken(&spans), 3);
+        // Cancelled with two queued (its queue still connected): they go out, then it
+        // ends, and the queue takes no more.
+        offer(&spans, 2);
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let new = tokio::spawn(new.run(cancel));
+        tokio::time::timeout(Duration::from_secs(30), new)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(taken(&spans), 5);
+        assert!(spans.lock().as_ref().unwrap().try_send(span()).is_err());
+        // Off: nothing to offer to.
+        assert!(spans.connect(None).is_none());
+        assert!(spans.lock().is_none());
     }
 }

@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +24,7 @@ use crate::net::{
     TlsRoots, TlsSetupError, backoff, control_plane_client, describe_error, read_capped, retry_after,
 };
 use crate::redact::SharedRedactor;
+use crate::unix_time::unix_ms_i64;
 
 /// The remote_write 1.0 messages (prometheus/prompb types.proto and remote.proto),
 /// with their field tags.
@@ -129,10 +130,6 @@ fn to_series(
     }
 }
 
-fn unix_ms(at: SystemTime) -> i64 {
-    i64::try_from(at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(0)
-}
-
 /// A request body: protobuf, then snappy's block format (not the framed one).
 pub fn encode(series: Vec<TimeSeries>) -> Vec<u8> {
     let raw = prost::Message::encode_to_vec(&WriteRequest { timeseries: series });
@@ -150,7 +147,7 @@ struct Snapshot {
 /// Takes our metrics' samples and encodes them chunk by chunk, so that no more than one
 /// request's series are ever held at once (10,000 probes make ~150,000 series).
 fn take_snapshot(metrics: &Metrics, job: &str, instance: &str, max_samples: usize) -> Snapshot {
-    let timestamp = unix_ms(SystemTime::now());
+    let timestamp = unix_ms_i64(SystemTime::now());
     let mut bodies = VecDeque::new();
     let mut chunk = Vec::with_capacity(max_samples);
     let flush = |chunk: &mut Vec<TimeSeries>, bodies: &mut VecDeque<(Vec<u8>, u64)>| {
@@ -366,6 +363,7 @@ impl Pusher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn the_exposition_parses_back_into_series() {
@@ -471,7 +469,7 @@ mod tests {
     fn a_snapshot_adds_job_and_instance_and_sorts_labels() {
         let at = UNIX_EPOCH + Duration::from_millis(1_800_000_000_123);
         let series: Vec<TimeSeries> = parse_exposition("inferprobe_up{probe=\"chat\",location=\"eu\"} 0\n")
-            .map(|(labels, value)| to_series(labels, value, "inferprobe", "agent-1:9464", unix_ms(at)))
+            .map(|(labels, value)| to_series(labels, value, "inferprobe", "agent-1:9464", unix_ms_i64(at)))
             .collect();
         let names: Vec<&str> = series[0].labels.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["__name__", "instance", "job", "location", "probe"]);

@@ -25,6 +25,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use base64::Engine as _;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 use crate::config::{Config, ProbeConfig, ReceiverConfig, RemoteWriteConfig};
 
@@ -631,42 +632,23 @@ fn base64_cores(secret: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// What a client percent-encodes in a query value: every byte but RFC 3986's unreserved
+/// ones (letters, digits, `-`, `_`, `.`, `~`).
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Every byte but the unreserved ones as `%XX`, as a client encodes a query value.
 fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(s, NOT_UNRESERVED).to_string()
 }
 
-/// `%XX` decoded (invalid sequences kept as they are): URL userinfo and query values.
+/// `%XX` decoded (invalid sequences kept as they are, bytes that are not UTF-8 replaced):
+/// URL userinfo and query values.
 pub fn percent_decode(s: &str) -> String {
-    let hex = |b: u8| (b as char).to_digit(16);
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b, ..) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 /// Whether a literal query parameter of a probe's URL is a credential: by its name

@@ -1,13 +1,13 @@
 //! What the agent remembers: in memory, the latest outcome of each probe and its run
 //! counts, for the JSON API ([`Latest`]); on disk, alert state and the notification
-//! outbox ([`Store`], alert_state.rs), and the run history ([`HistoryWriter`],
+//! outbox ([`AlertStore`], alert_state.rs), and the run history ([`HistoryWriter`],
 //! [`HistoryReader`], history.rs). Consumes `&Outcome`; never sees probes.
 //!
-//! May import: outcome, config (the history's limits), human, stats.
+//! May import: outcome, config (the history's limits), human, stats, unix_time.
 
 mod alert_state;
 mod history;
-pub use alert_state::{Pending, Store, StoreError};
+pub use alert_state::{AlertStore, Pending, StoreError};
 #[cfg(test)]
 pub(crate) use history::sample;
 pub use history::{

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use inferprobe::config::HistoryConfig;
-use inferprobe::store::{HistoryWriter, RunRecord, Store};
+use inferprobe::store::{AlertStore, HistoryWriter, RunRecord};
 
 /// A small deterministic generator (xorshift), so failures reproduce.
 struct Rng(u64);
@@ -99,7 +99,7 @@ fn report_figures_match_an_independent_computation() {
     let mut expected: BTreeMap<(String, String), (Expected, Expected)> = BTreeMap::new();
     let mut longest_outage = (String::new(), Duration::ZERO);
     {
-        let store = Store::open(&data).unwrap();
+        let store = AlertStore::open(&data).unwrap();
         let writer = HistoryWriter::start(
             store.path(),
             HistoryConfig {

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, MetricsDetail, ProbeConfig, RemoteWriteConfig};
+use crate::config::{Config, MetricsDetail, ProbeConfig, RemoteWriteConfig, TracingConfig};
 use crate::metrics::Metrics;
 use crate::net::TlsRoots;
 use crate::notify::{Receiver, ReceiverError};
@@ -34,7 +34,7 @@ use crate::probe::{BuildContext, BuildError};
 use crate::push::Pusher;
 use crate::schedule::{Scheduled, Scheduler};
 use crate::server;
-use crate::store::{HistoryReader, HistoryWriter, Latest, Store, StoreError};
+use crate::store::{AlertStore, HistoryReader, HistoryWriter, Latest, StoreError};
 
 mod fanout;
 mod paging;
@@ -100,8 +100,10 @@ pub struct Agent {
     settle_ms: Arc<AtomicU64>,
     /// The remote_write pusher, when configured.
     push: Option<Running<RemoteWriteConfig>>,
-    /// Runs exported as OTLP spans (agent.tracing), when configured.
+    /// Where the fan-out offers runs as OTLP spans (agent.tracing).
     spans: Arc<crate::otlp::Spans>,
+    /// The OTLP exporter sending them, when configured.
+    export: Option<Running<TracingConfig>>,
     /// `host:port` a scrape would call this agent: the pushed `instance` label.
     instance: String,
     /// Shared by every probe's identity.
@@ -134,7 +136,7 @@ impl Agent {
         let metrics = Arc::new(Metrics::new(&location));
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
-        let store = Arc::new(Store::open(&data_dir)?);
+        let store = Arc::new(AlertStore::open(&data_dir)?);
         let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
         let reader = Arc::new(HistoryReader::open(store.path())?);
         let settle_ms = Arc::new(AtomicU64::new(0));
@@ -190,6 +192,7 @@ impl Agent {
             settle_ms,
             push: None,
             spans,
+            export: None,
             instance,
             location: location.into(),
             build: BuildContext::new(),
@@ -282,7 +285,7 @@ impl Agent {
             _ => None,
         };
         let spans = match &config.agent.tracing {
-            Some(t) if !self.spans.runs_as(Some(t)) => Some(
+            Some(t) if !task::runs_as(self.export.as_ref(), Some(t)) => Some(
                 crate::otlp::Spans::build(t, &self.build.roots, self.build.redactor.clone(), &self.location)
                     .map_err(AgentError::Tracing)?,
             ),
@@ -350,7 +353,23 @@ impl Agent {
             Ordering::Relaxed,
         );
         self.swap_pusher(config.agent.remote_write.as_ref(), built.pusher);
-        self.spans.install(config.agent.tracing.as_ref(), built.spans);
+        self.swap_export(config.agent.tracing.as_ref(), built.spans);
+    }
+
+    /// agent.tracing: the OTLP exporter started, replaced or stopped as the file says.
+    /// The fan-out offers to the new queue at once; the old exporter sends what its queue
+    /// holds, then ends, and nothing waits for it.
+    fn swap_export(&mut self, wanted: Option<&TracingConfig>, exporter: Option<crate::otlp::Exporter>) {
+        if task::runs_as(self.export.as_ref(), wanted) {
+            return;
+        }
+        let export = self.spans.connect(exporter.filter(|_| wanted.is_some()));
+        if let Some(old) = self.export.take() {
+            drop(old.stop());
+        }
+        self.export = wanted
+            .zip(export)
+            .map(|(config, export)| Running::spawn(config.clone(), (), |cancel| export.run(cancel)));
     }
 
     /// remote_write: started, replaced or stopped as the file says. A replacement starts
@@ -405,8 +424,12 @@ impl Agent {
         if let Ok(history) = Arc::try_unwrap(self.history) {
             let _ = tokio::task::spawn_blocking(move || history.close()).await;
         }
-        // The last runs' spans: what is queued goes out, within a few seconds.
-        self.spans.close(Duration::from_secs(5)).await;
+        // The last runs' spans: no more are taken, what is queued goes out, within a few
+        // seconds.
+        self.spans.connect(None);
+        if let Some(export) = self.export {
+            crate::otlp::Export::drain(export.stop(), Duration::from_secs(5)).await;
+        }
         if let Some(push) = self.push {
             // Its last push: what the runs just drained left in the metrics.
             let push = push.stop();

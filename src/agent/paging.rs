@@ -17,9 +17,9 @@ use tokio::sync::{Notify, watch};
 use crate::alert::{Alerting, Changes, Firing, Rules};
 use crate::config::{Config, ReceiverConfig};
 use crate::metrics::Metrics;
-use crate::notify::{self, Outbox, Receiver};
+use crate::notify::{self, DeliveryContext, Receiver};
 use crate::outcome::Outcome;
-use crate::store::{Store, StoreError};
+use crate::store::{AlertStore, StoreError};
 
 use super::task::{Running, Tasks};
 
@@ -109,7 +109,7 @@ const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// and one delivery loop per receiver.
 pub(super) struct Paging {
     state: Mutex<PagingState>,
-    store: Arc<Store>,
+    store: Arc<AlertStore>,
     location: String,
     metrics: Arc<Metrics>,
     pub(super) active: watch::Sender<Arc<Vec<Firing>>>,
@@ -119,7 +119,7 @@ pub(super) struct Paging {
 impl Paging {
     /// Opens paging on `store`, restoring the alert state saved before a restart.
     pub(super) fn open(
-        store: Arc<Store>,
+        store: Arc<AlertStore>,
         location: &str,
         api_base: &str,
         metrics: Arc<Metrics>,
@@ -181,14 +181,14 @@ impl Paging {
                 let wake = Arc::new(Notify::new());
                 let config = receiver.config.clone();
                 let previous = replaced.remove(receiver.name());
-                let outbox = Outbox {
+                let cx = DeliveryContext {
                     store: self.store.clone(),
                     metrics: self.metrics.clone(),
                     active: self.active.subscribe(),
                 };
                 let name = config.name.clone();
                 let delivering: Delivering = Running::spawn(config, wake.clone(), |cancel| {
-                    notify::deliver(Arc::new(receiver), outbox, wake, cancel, previous)
+                    notify::deliver(Arc::new(receiver), cx, wake, cancel, previous)
                 });
                 running.insert(name, delivering);
             }
@@ -407,7 +407,7 @@ mod tests {
     fn failed_commits_wait_doubling_and_lose_nothing() {
         let dir = std::env::temp_dir().join(format!("inferprobe-paging-retry-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let store = Arc::new(Store::open(&dir).unwrap());
+        let store = Arc::new(AlertStore::open(&dir).unwrap());
         let metrics = Arc::new(Metrics::new("here"));
         let paging = Paging::open(store, "here", "http://agent", metrics).unwrap();
         let db = rusqlite::Connection::open(dir.join(crate::store::DB_FILE)).unwrap();

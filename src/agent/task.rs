@@ -1,7 +1,9 @@
 //! The one handle on a task started from a piece of config: the remote_write pusher,
-//! the delivery loop of each receiver. A reload compares the config a task was started
+//! the delivery loop of each receiver, the OTLP exporter. A reload compares the config a task was started
 //! from with the new one; a task whose config changed or went is cancelled, and its
 //! handle is given to its successor, which waits for it, so old and new never overlap.
+//! (The OTLP exporter's successor does not wait: spans need no order, so the old one
+//! sends what its queue holds while the new one starts.)
 //! (Probes are not tasks: they are entries on the scheduler's one timer.)
 //!
 //! May import: nothing of the crate (tokio only).

@@ -30,11 +30,10 @@ use crate::stats::percentile;
 
 mod kept;
 mod words;
+use crate::unix_time::unix_ms;
 use kept::Kept;
 pub use words::rfc3339;
-use words::{
-    Ended, describe_degraded, describe_down, host_of, lasted, resolved_summary, unix_ms, with_failure,
-};
+use words::{Ended, describe_degraded, describe_down, host_of, lasted, resolved_summary, with_failure};
 
 /// How long a resolved alert is still re-sent to Alertmanager, so that a lost "resolved"
 /// post is repaired (Prometheus keeps resolved alerts for the same 15 minutes).
@@ -71,18 +70,18 @@ impl Condition {
 /// What a notification announces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Event {
+pub enum AlertEvent {
     Firing,
     Reminder,
     Resolved,
 }
 
-impl Event {
+impl AlertEvent {
     pub fn as_str(self) -> &'static str {
         match self {
-            Event::Firing => "firing",
-            Event::Reminder => "reminder",
-            Event::Resolved => "resolved",
+            AlertEvent::Firing => "firing",
+            AlertEvent::Reminder => "reminder",
+            AlertEvent::Resolved => "resolved",
         }
     }
 }
@@ -178,7 +177,7 @@ impl Alert {
 pub struct Notification {
     /// Unique per event and stable across retries and restarts: receivers may dedupe on it.
     pub id: String,
-    pub event: Event,
+    pub event: AlertEvent,
     pub alert: Alert,
     pub receivers: Vec<String>,
 }
@@ -536,7 +535,7 @@ impl Alerting {
                             unix_ms(firing.alert.fired_at),
                             firing.reminders
                         ),
-                        event: Event::Reminder,
+                        event: AlertEvent::Reminder,
                         alert: firing.alert.clone(),
                         receivers: firing.receivers.clone(),
                     });
@@ -673,7 +672,7 @@ impl Alerting {
                 firing.alert.dedup_key,
                 unix_ms(firing.alert.fired_at)
             ),
-            event: Event::Firing,
+            event: AlertEvent::Firing,
             alert: firing.alert.clone(),
             receivers: firing.receivers.clone(),
         };
@@ -706,7 +705,7 @@ impl Alerting {
                 firing.alert.dedup_key,
                 unix_ms(firing.alert.fired_at)
             ),
-            event: Event::Resolved,
+            event: AlertEvent::Resolved,
             alert: firing.alert.clone(),
             receivers: firing.receivers.clone(),
         };

@@ -143,7 +143,7 @@ impl Harness {
     }
 }
 
-fn events(notes: &[Notification]) -> Vec<(Event, Condition)> {
+fn events(notes: &[Notification]) -> Vec<(AlertEvent, Condition)> {
     notes.iter().map(|n| (n.event, n.alert.condition)).collect()
 }
 
@@ -162,7 +162,7 @@ fn fires_after_failure_threshold_consecutive_failures() {
     let down = Fail(FailureReason::Http5xx);
     assert!(h.runs(&[Ok, down, down]).is_empty());
     let notes = h.run(down);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Down)]);
     let n = &notes[0];
     assert_eq!(n.receivers, ["pager"]);
     assert_eq!(n.alert.severity, Severity::Critical);
@@ -221,7 +221,7 @@ fn flapping_never_fires() {
 fn one_page_per_incident_however_long() {
     let mut h = Harness::new(alert_config(), Slo::default());
     let notes = h.runs(&[Fail(FailureReason::TimeoutFirstToken); 500]);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Down)]);
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn resolves_after_success_threshold_once() {
     // One good run between failures does not resolve, nor re-fire.
     assert!(h.runs(&[Ok, down, down, down, down, Ok]).is_empty());
     let notes = h.run(Ok);
-    assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
+    assert_eq!(events(&notes), [(AlertEvent::Resolved, Condition::Down)]);
     let a = &notes[0].alert;
     assert_eq!(a.resolved_at, Some(h.now));
     assert_eq!(
@@ -252,7 +252,7 @@ fn resolves_after_success_threshold_once() {
     assert!(h.runs(&[Ok; 20]).is_empty());
     // A new incident is a new page with a new id.
     let again = h.runs(&[down, down, down]);
-    assert_eq!(events(&again), [(Event::Firing, Condition::Down)]);
+    assert_eq!(events(&again), [(AlertEvent::Firing, Condition::Down)]);
     assert_ne!(again[0].alert.fired_at, a.fired_at);
 }
 
@@ -264,7 +264,7 @@ fn thresholds_are_configurable() {
     let mut h = Harness::new(alert, Slo::default());
     assert_eq!(h.run(Fail(FailureReason::Dns)).len(), 1);
     assert!(h.runs(&[Ok; 4]).is_empty());
-    assert_eq!(events(&h.run(Ok)), [(Event::Resolved, Condition::Down)]);
+    assert_eq!(events(&h.run(Ok)), [(AlertEvent::Resolved, Condition::Down)]);
 }
 
 #[test]
@@ -277,10 +277,10 @@ fn reminders_repeat_while_firing_with_their_own_ids() {
     assert_eq!(
         events(&notes),
         [
-            (Event::Firing, Condition::Down),
-            (Event::Reminder, Condition::Down),
-            (Event::Reminder, Condition::Down),
-            (Event::Reminder, Condition::Down),
+            (AlertEvent::Firing, Condition::Down),
+            (AlertEvent::Reminder, Condition::Down),
+            (AlertEvent::Reminder, Condition::Down),
+            (AlertEvent::Reminder, Condition::Down),
         ]
     );
     let ids: std::collections::HashSet<_> = notes.iter().map(|n| n.id.clone()).collect();
@@ -290,7 +290,7 @@ fn reminders_repeat_while_firing_with_their_own_ids() {
         "a reminder carries the current count"
     );
     let resolved = h.runs(&[Ok, Ok]);
-    assert_eq!(events(&resolved), [(Event::Resolved, Condition::Down)]);
+    assert_eq!(events(&resolved), [(AlertEvent::Resolved, Condition::Down)]);
 }
 
 #[test]
@@ -304,7 +304,7 @@ fn severities_and_dedup_keys_follow_the_config() {
     assert_eq!(notes[0].alert.dedup_key, "inferprobe/chat/eu-west/error");
     h.runs(&[Ok, Ok]);
     let notes = h.runs(&[Timed(900, 1000); 10]);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Degraded)]);
     assert_eq!(notes[0].alert.severity, Severity::Info);
     assert_eq!(notes[0].alert.dedup_key, "inferprobe/chat/eu-west/info");
 }
@@ -313,7 +313,7 @@ fn severities_and_dedup_keys_follow_the_config() {
 fn rate_limiting_is_throttled_not_down() {
     let mut h = Harness::new(alert_config(), Slo::default());
     let notes = h.runs(&[Throttled; 10]);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Degraded)]);
     let a = &notes[0].alert;
     assert_eq!(a.reason, "throttled");
     assert_eq!(a.severity, Severity::Warning);
@@ -325,7 +325,7 @@ fn rate_limiting_is_throttled_not_down() {
     );
     assert_eq!(
         events(&h.runs(&[Ok, Ok])),
-        [(Event::Resolved, Condition::Degraded)]
+        [(AlertEvent::Resolved, Condition::Degraded)]
     );
 }
 
@@ -335,7 +335,7 @@ fn rate_limiting_can_count_as_down() {
     alert.rate_limited = RateLimited::Down;
     let mut h = Harness::new(alert, Slo::default());
     let notes = h.runs(&[Throttled; 3]);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Down)]);
     assert_eq!(notes[0].alert.reason, "rate_limited");
 }
 
@@ -346,7 +346,7 @@ fn slow_runs_fire_the_degraded_alert_and_fast_runs_resolve_it() {
     assert!(h.runs(&[Timed(800, 1000); 4]).is_empty());
     // From the 5th run on the p95 is over: the third such evaluation fires.
     let notes = h.runs(&[Timed(800, 1000); 3]);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Degraded)]);
     let a = &notes[0].alert;
     assert_eq!(a.reason, "slow");
     assert!(
@@ -363,7 +363,7 @@ fn slow_runs_fire_the_degraded_alert_and_fast_runs_resolve_it() {
     // Fast runs push the slow ones out of the 10-run window: p95 (the 10th of 10) is
     // fast again only when all 10 are fast; then two good evaluations resolve.
     let notes = h.runs(&[Timed(100, 300); 11]);
-    assert_eq!(events(&notes), [(Event::Resolved, Condition::Degraded)]);
+    assert_eq!(events(&notes), [(AlertEvent::Resolved, Condition::Degraded)]);
     let s = &notes[0].alert.summary;
     assert!(
         s.starts_with("RESOLVED: chat is back within its latency targets from eu-west after "),
@@ -380,8 +380,8 @@ fn the_down_alert_supersedes_the_degraded_one() {
     assert_eq!(
         events(&notes),
         [
-            (Event::Firing, Condition::Down),
-            (Event::Resolved, Condition::Degraded)
+            (AlertEvent::Firing, Condition::Down),
+            (AlertEvent::Resolved, Condition::Degraded)
         ]
     );
     assert!(
@@ -428,7 +428,7 @@ fn a_removed_probe_resolves_its_alerts_and_forgets_them() {
     let changes = h.alerting.configure(HashMap::new(), &[], h.now);
     assert_eq!(
         events(&changes.notifications),
-        [(Event::Resolved, Condition::Down)]
+        [(AlertEvent::Resolved, Condition::Down)]
     );
     assert!(
         changes.notifications[0]
@@ -469,7 +469,7 @@ fn a_restart_in_any_state_neither_loses_nor_repeats_a_notification() {
     let mut alert = alert_config();
     alert.reminder = Some(Duration::from_secs(60));
     let mut straight = Harness::new(alert.clone(), Slo::default());
-    let expected: Vec<(String, Event)> = straight
+    let expected: Vec<(String, AlertEvent)> = straight
         .runs(&scenario)
         .into_iter()
         .map(|n| (n.id, n.event))
@@ -477,7 +477,7 @@ fn a_restart_in_any_state_neither_loses_nor_repeats_a_notification() {
     assert!(expected.len() >= 8, "the scenario pages: {expected:?}");
     for cut in 0..=scenario.len() {
         let mut h = Harness::new(alert.clone(), Slo::default());
-        let mut got: Vec<(String, Event)> = h
+        let mut got: Vec<(String, AlertEvent)> = h
             .runs(&scenario[..cut])
             .into_iter()
             .map(|n| (n.id, n.event))
@@ -492,13 +492,13 @@ fn a_restart_in_any_state_neither_loses_nor_repeats_a_notification() {
 fn a_restart_while_degraded_waits_for_data_before_resolving() {
     let mut h = Harness::new(alert_config(), slo(Some(500), None));
     let notes = h.runs(&[Timed(900, 1000); 10]);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Degraded)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Degraded)]);
     h.restart();
     // The latency window starts empty: 4 fast runs are too few to judge.
     assert!(h.runs(&[Timed(100, 200); 4]).is_empty());
     assert_eq!(h.alerting.firing().len(), 1);
     let notes = h.runs(&[Timed(100, 200); 2]);
-    assert_eq!(events(&notes), [(Event::Resolved, Condition::Degraded)]);
+    assert_eq!(events(&notes), [(AlertEvent::Resolved, Condition::Degraded)]);
 }
 
 #[test]
@@ -519,10 +519,13 @@ fn throttled_runs_between_failures_do_not_hide_an_outage() {
     let mut h = Harness::new(alert_config(), Slo::default());
     let down = Fail(FailureReason::Http5xx);
     let notes = h.runs(&[down, Throttled, down, Throttled, down]);
-    assert_eq!(events(&notes), [(Event::Firing, Condition::Down)]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Down)]);
     // Nor do they resolve it: only good answers do.
     assert!(h.runs(&[Throttled; 6]).is_empty());
-    assert_eq!(events(&h.runs(&[Ok, Ok])), [(Event::Resolved, Condition::Down)]);
+    assert_eq!(
+        events(&h.runs(&[Ok, Ok])),
+        [(AlertEvent::Resolved, Condition::Down)]
+    );
 }
 
 #[test]
@@ -532,7 +535,7 @@ fn an_alert_that_fires_again_soon_is_not_re_sent_as_resolved() {
     h.runs(&[down, down, down, Ok, Ok]);
     assert_eq!(
         events(&h.runs(&[down, down, down])),
-        [(Event::Firing, Condition::Down)]
+        [(AlertEvent::Firing, Condition::Down)]
     );
     let active = h.alerting.active(h.now);
     assert_eq!(active.len(), 1, "{active:#?}");
@@ -577,7 +580,7 @@ fn latency_before_an_outage_does_not_judge_the_endpoint_after_it() {
     // After recovery, four fast runs are too few to judge, and none of the slow ones
     // from before count.
     let notes = h.runs(&[Ok, Ok, Timed(100, 200), Timed(100, 200)]);
-    assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
+    assert_eq!(events(&notes), [(AlertEvent::Resolved, Condition::Down)]);
     assert!(h.runs(&[Timed(100, 200); 10]).is_empty());
 }
 
@@ -603,10 +606,13 @@ fn the_agents_own_exhaustion_never_pages_about_the_endpoint() {
     // trouble, 1 more failure is 3 in a row.
     let down = Fail(FailureReason::Connect);
     assert!(h.runs(&[down, down, exhausted, exhausted]).is_empty());
-    assert_eq!(events(&h.run(down)), [(Event::Firing, Condition::Down)]);
+    assert_eq!(events(&h.run(down)), [(AlertEvent::Firing, Condition::Down)]);
     // And they do not resolve it.
     assert!(h.runs(&[exhausted; 10]).is_empty());
-    assert_eq!(events(&h.runs(&[Ok, Ok])), [(Event::Resolved, Condition::Down)]);
+    assert_eq!(
+        events(&h.runs(&[Ok, Ok])),
+        [(AlertEvent::Resolved, Condition::Down)]
+    );
 }
 
 #[test]
@@ -616,7 +622,7 @@ fn a_resolved_page_says_what_recovered_and_for_how_long() {
     let down = Fail(FailureReason::Http5xx);
     h.runs(&[down; 8]);
     let notes = h.runs(&[Ok, Ok]);
-    assert_eq!(events(&notes), [(Event::Resolved, Condition::Down)]);
+    assert_eq!(events(&notes), [(AlertEvent::Resolved, Condition::Down)]);
     let a = &notes[0].alert;
     assert_eq!(
         a.summary,

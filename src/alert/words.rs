@@ -1,7 +1,7 @@
 //! What a page says: the one-line summaries and the descriptions of a down, degraded or
 //! resolved alert, and the times in them. Words only; the decisions are in mod.rs.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use super::{Alert, Condition, GoodRun, Track};
 use crate::human::{seconds, shorten};
@@ -171,8 +171,4 @@ pub(super) fn host_of(endpoint: &str) -> String {
 
 pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
-}
-
-pub(super) fn unix_ms(t: SystemTime) -> u128 {
-    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()
 }

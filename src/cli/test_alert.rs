@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use inferprobe::agent::default_api_base;
-use inferprobe::alert::{Alert, Event, Notification};
+use inferprobe::alert::{Alert, AlertEvent, Notification};
 use inferprobe::config::{ReceiverKind, Severity};
 use inferprobe::net::TlsRoots;
 use inferprobe::notify::{Delivery, Receiver};
@@ -52,9 +52,9 @@ pub async fn run(
     let event = if resolve {
         alert.resolved_at = Some(now);
         alert.summary = format!("RESOLVED: {}", alert.summary);
-        Event::Resolved
+        AlertEvent::Resolved
     } else {
-        Event::Firing
+        AlertEvent::Firing
     };
     let roots = TlsRoots::system();
     let redactor = SharedRedactor::for_config(&config);

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::Verdict;
-use crate::alert::{Alert, Condition, Event, Notification, rfc3339};
+use crate::alert::{Alert, AlertEvent, Condition, Notification, rfc3339};
 use crate::config::{Diagnostics, OwnKeys, ReceiverKeys};
 
 /// Alertmanager expects active alerts to be re-sent every 30 s to 3 min; Prometheus
@@ -74,7 +74,7 @@ pub fn alerts_url(url: &str) -> String {
 
 /// `resend` is how often we re-send active alerts: a firing alert ends four of them
 /// ahead, so it survives three lost re-sends and expires if the agent dies.
-pub fn body(alerts: &[(&Alert, Event)], now: SystemTime, resend: Duration) -> Value {
+pub fn body(alerts: &[(&Alert, AlertEvent)], now: SystemTime, resend: Duration) -> Value {
     Value::Array(
         alerts
             .iter()
@@ -83,7 +83,7 @@ pub fn body(alerts: &[(&Alert, Event)], now: SystemTime, resend: Duration) -> Va
     )
 }
 
-fn one(a: &Alert, event: Event, now: SystemTime, resend: Duration) -> Value {
+fn one(a: &Alert, event: AlertEvent, now: SystemTime, resend: Duration) -> Value {
     let mut labels = Map::new();
     labels.insert("alertname".into(), a.alertname().into());
     labels.insert("severity".into(), a.severity.as_str().into());
@@ -119,8 +119,8 @@ fn one(a: &Alert, event: Event, now: SystemTime, resend: Duration) -> Value {
     put("dedup_key", Some(a.dedup_key.clone()));
 
     let ends_at = match (event, a.resolved_at) {
-        (Event::Resolved, Some(t)) => t,
-        (Event::Resolved, None) => now,
+        (AlertEvent::Resolved, Some(t)) => t,
+        (AlertEvent::Resolved, None) => now,
         _ => now + 4 * resend,
     };
     json!({

@@ -29,12 +29,12 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::alert::{Alert, Event, Firing, Notification};
+use crate::alert::{Alert, AlertEvent, Firing, Notification};
 use crate::config::ReceiverConfig;
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
 use crate::redact::SharedRedactor;
-use crate::store::Store;
+use crate::store::AlertStore;
 
 /// What a receiver's answer means, as its kind reads it (`verdict` in its file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,14 +139,14 @@ impl Receiver {
 
     /// Alertmanager only: re-sends the alerts still active, so they do not expire.
     async fn resend(&self, active: &[Firing], now: SystemTime) -> Delivery {
-        let alerts: Vec<(&Alert, Event)> = active
+        let alerts: Vec<(&Alert, AlertEvent)> = active
             .iter()
             .filter(|f| f.receivers.iter().any(|r| r == &self.config.name))
             .map(|f| {
                 let event = if f.alert.resolved_at.is_some() {
-                    Event::Resolved
+                    AlertEvent::Resolved
                 } else {
-                    Event::Firing
+                    AlertEvent::Firing
                 };
                 (&f.alert, event)
             })
@@ -218,10 +218,11 @@ fn delivery(verdict: Verdict, status: u16, retry_after: Option<Duration>, body: 
     }
 }
 
-/// What a delivery loop needs besides its receiver.
+/// What a delivery loop needs besides its receiver: the store holding the outbox it
+/// drains, the metrics it counts deliveries in, the alerts active now.
 #[derive(Clone)]
-pub struct Outbox {
-    pub store: Arc<Store>,
+pub struct DeliveryContext {
+    pub store: Arc<AlertStore>,
     pub metrics: Arc<Metrics>,
     /// Alerts active now, for Alertmanager's re-sends.
     pub active: watch::Receiver<Arc<Vec<Firing>>>,
@@ -233,7 +234,7 @@ pub struct Outbox {
 /// no notification is sent by both.
 pub async fn deliver(
     receiver: Arc<Receiver>,
-    outbox: Outbox,
+    cx: DeliveryContext,
     wake: Arc<Notify>,
     cancel: CancellationToken,
     previous: Option<tokio::task::JoinHandle<()>>,
@@ -260,18 +261,18 @@ pub async fn deliver(
         if resends && tokio::time::Instant::now() >= next_resend {
             next_resend = tokio::time::Instant::now() + resend_interval;
             let now = SystemTime::now();
-            let active = current_alerts(&outbox.active, now);
+            let active = current_alerts(&cx.active, now);
             if active.iter().any(|f| f.receivers.contains(&name)) {
                 match receiver.resend(&active, now).await {
-                    Delivery::Accepted => outbox.metrics.notification(&name, "resend", "delivered"),
+                    Delivery::Accepted => cx.metrics.notification(&name, "resend", "delivered"),
                     Delivery::Retry { why, .. } | Delivery::Rejected { why } => {
-                        outbox.metrics.notification(&name, "resend", "failed");
+                        cx.metrics.notification(&name, "resend", "failed");
                         tracing::warn!(receiver = %name, error = %why, "Re-sending active alerts to Alertmanager failed; next try at the next re-send.");
                     }
                 }
             }
         }
-        let store = outbox.store.clone();
+        let store = cx.store.clone();
         let lookup = name.clone();
         let head = match tokio::task::spawn_blocking(move || store.next_pending(&lookup)).await {
             Ok(Ok(head)) => head,
@@ -309,20 +310,20 @@ pub async fn deliver(
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(receiver = %name, id = pending.id, error = %e, "Dropping an unreadable notification from the outbox.");
-                remove(&outbox, pending.id).await;
+                remove(&cx, pending.id).await;
                 continue;
             }
         };
         let event = queued.event.as_str();
         if now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after {
             tracing::error!(receiver = %name, id = %queued.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
-            outbox.metrics.notification(&name, event, "expired");
-            remove(&outbox, pending.id).await;
-            publish_pending(&outbox, &name).await;
+            cx.metrics.notification(&name, event, "expired");
+            remove(&cx, pending.id).await;
+            publish_pending(&cx, &name).await;
             continue;
         }
         let notification = if resends {
-            latest_state(queued, &current_alerts(&outbox.active, now))
+            latest_state(queued, &current_alerts(&cx.active, now))
         } else {
             queued
         };
@@ -330,23 +331,23 @@ pub async fn deliver(
         // one cut off after the receiver took it would be sent again.
         match receiver.send(&notification, now).await {
             Delivery::Accepted => {
-                outbox.metrics.notification(&name, event, "delivered");
-                remove(&outbox, pending.id).await;
+                cx.metrics.notification(&name, event, "delivered");
+                remove(&cx, pending.id).await;
                 tracing::info!(receiver = %name, id = %notification.id, event, summary = %notification.alert.summary, "Notification delivered.");
             }
             Delivery::Rejected { why } => {
-                outbox.metrics.notification(&name, event, "rejected");
-                remove(&outbox, pending.id).await;
+                cx.metrics.notification(&name, event, "rejected");
+                remove(&cx, pending.id).await;
                 tracing::error!(receiver = %name, id = %notification.id, event, error = %why, "Receiver rejected a notification; dropped (a 4xx is not retried).");
             }
             Delivery::Retry { after, why } => {
-                outbox.metrics.notification(&name, event, "failed");
+                cx.metrics.notification(&name, event, "failed");
                 let attempts = pending.attempts + 1;
                 // A Retry-After is honoured, up to our own longest wait.
                 let wait = backoff(attempts, receiver.config.max_backoff)
                     .max(after.unwrap_or_default().min(receiver.config.max_backoff));
                 tracing::warn!(receiver = %name, id = %notification.id, event, attempts, retry_in = ?wait, error = %why, "Notification not delivered; will retry.");
-                let store = outbox.store.clone();
+                let store = cx.store.clone();
                 let id = pending.id;
                 let saved = tokio::task::spawn_blocking(move || {
                     store.retry_at(id, attempts, SystemTime::now() + wait)
@@ -358,7 +359,7 @@ pub async fn deliver(
                 }
             }
         }
-        publish_pending(&outbox, &name).await;
+        publish_pending(&cx, &name).await;
     }
 }
 
@@ -382,9 +383,9 @@ fn latest_state(queued: Notification, active: &[Firing]) -> Notification {
         Some(f) if f.alert != queued.alert => Notification {
             id: queued.id,
             event: if f.alert.resolved_at.is_some() {
-                Event::Resolved
+                AlertEvent::Resolved
             } else {
-                Event::Firing
+                AlertEvent::Firing
             },
             alert: f.alert.clone(),
             receivers: queued.receivers,
@@ -393,19 +394,19 @@ fn latest_state(queued: Notification, active: &[Firing]) -> Notification {
     }
 }
 
-async fn remove(outbox: &Outbox, id: i64) {
-    let store = outbox.store.clone();
+async fn remove(cx: &DeliveryContext, id: i64) {
+    let store = cx.store.clone();
     if let Ok(Err(e)) = tokio::task::spawn_blocking(move || store.remove(id)).await {
         tracing::error!(error = %e, "Cannot remove a notification from the outbox.");
     }
 }
 
 /// Updates `inferprobe_notifications_pending` for one receiver from the store.
-async fn publish_pending(outbox: &Outbox, receiver: &str) {
-    let store = outbox.store.clone();
+async fn publish_pending(cx: &DeliveryContext, receiver: &str) {
+    let store = cx.store.clone();
     let name = receiver.to_owned();
     if let Ok(Ok(n)) = tokio::task::spawn_blocking(move || store.pending_count(&name)).await {
-        outbox.metrics.notifications_pending(receiver, n);
+        cx.metrics.notifications_pending(receiver, n);
     }
 }
 
@@ -446,7 +447,7 @@ mod tests {
         assert!(matches!(classify(302, None, ""), Delivery::Rejected { .. }));
     }
 
-    fn notification(event: Event) -> Notification {
+    fn notification(event: AlertEvent) -> Notification {
         use crate::config::Severity;
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let mut alert = Alert::test("eu-west", "http://agent:9464", Severity::Critical, t);
@@ -460,7 +461,7 @@ mod tests {
         alert.reason = "http_5xx".into();
         alert.last_status = Some(503);
         alert.dedup_key = "inferprobe/chat/eu-west/critical".into();
-        if event == Event::Resolved {
+        if event == AlertEvent::Resolved {
             alert.resolved_at = Some(t + Duration::from_secs(90));
         }
         Notification {
@@ -474,17 +475,21 @@ mod tests {
     #[test]
     fn each_format_carries_what_its_receiver_needs() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
-        let firing = notification(Event::Firing);
-        let resolved = notification(Event::Resolved);
+        let firing = notification(AlertEvent::Firing);
+        let resolved = notification(AlertEvent::Resolved);
 
-        let am = alertmanager::body(&[(&firing.alert, Event::Firing)], now, Duration::from_secs(60));
+        let am = alertmanager::body(
+            &[(&firing.alert, AlertEvent::Firing)],
+            now,
+            Duration::from_secs(60),
+        );
         let a = &am[0];
         assert_eq!(a["labels"]["alertname"], "InferenceEndpointDown");
         assert_eq!(a["labels"]["team"], "ml");
         assert_eq!(a["labels"]["model"], "llama");
         assert_eq!(a["endsAt"], "2027-01-15T08:05:00Z", "four re-sends ahead");
         let am = alertmanager::body(
-            &[(&resolved.alert, Event::Resolved)],
+            &[(&resolved.alert, AlertEvent::Resolved)],
             now,
             Duration::from_secs(60),
         );
@@ -520,7 +525,7 @@ mod tests {
                 .starts_with(":rotating_light: *chat is DOWN from eu-west* (critical)\n"),
             "{slack}"
         );
-        let slack = slack::body(&notification(Event::Reminder));
+        let slack = slack::body(&notification(AlertEvent::Reminder));
         assert!(
             slack["text"]
                 .as_str()
@@ -533,11 +538,11 @@ mod tests {
     #[test]
     fn every_format_says_the_same_resolved_summary() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
-        let mut resolved = notification(Event::Resolved);
+        let mut resolved = notification(AlertEvent::Resolved);
         let summary = "RESOLVED: chat is up again from eu-west after 4m 10s down (8 failed runs)";
         resolved.alert.summary = summary.into();
         let am = alertmanager::body(
-            &[(&resolved.alert, Event::Resolved)],
+            &[(&resolved.alert, AlertEvent::Resolved)],
             now,
             Duration::from_secs(60),
         );
@@ -566,7 +571,7 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
         let hostile =
             "<!channel> <@U024BE7LH> <!here|here> <https://evil.example|Runbook> a&b \"}], \u{1b}[2J";
-        let mut n = notification(Event::Firing);
+        let mut n = notification(AlertEvent::Firing);
         n.alert.last_error = Some(hostile.into());
         n.alert.description = format!("chat failed: {hostile}");
         n.alert.summary = format!("chat is DOWN <!channel> {hostile}");
@@ -585,7 +590,7 @@ mod tests {
         assert_eq!(hook["alert"]["last_error"], hostile);
         let pd = pagerduty::body(&n, "rk");
         assert_eq!(pd["payload"]["custom_details"]["last_error"], hostile);
-        let am = alertmanager::body(&[(&n.alert, Event::Firing)], now, Duration::from_secs(60));
+        let am = alertmanager::body(&[(&n.alert, AlertEvent::Firing)], now, Duration::from_secs(60));
         assert_eq!(am[0]["annotations"]["last_error"], hostile);
         for v in [&hook, &pd, &am] {
             let wire = serde_json::to_string(v).unwrap();
@@ -597,7 +602,7 @@ mod tests {
 
     #[test]
     fn alertmanager_gets_the_alert_as_it_is_now() {
-        let queued = notification(Event::Firing);
+        let queued = notification(AlertEvent::Firing);
         let mut now_resolved = queued.alert.clone();
         now_resolved.resolved_at = Some(now_resolved.fired_at + Duration::from_secs(60));
         let active = vec![Firing {
@@ -607,7 +612,7 @@ mod tests {
             reminders: 0,
         }];
         let sent = latest_state(queued.clone(), &active);
-        assert_eq!((sent.event, sent.alert), (Event::Resolved, now_resolved));
+        assert_eq!((sent.event, sent.alert), (AlertEvent::Resolved, now_resolved));
         // An older incident's alert in the board does not replace a newer notification.
         let mut newer = queued.clone();
         newer.alert.fired_at += Duration::from_secs(600);

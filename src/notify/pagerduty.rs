@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Verdict;
-use crate::alert::{Event, Notification, rfc3339};
+use crate::alert::{AlertEvent, Notification, rfc3339};
 use crate::config::{Diagnostics, OwnKeys, ReceiverKeys, Secret};
 
 /// Where a pagerduty receiver sends when it names no `url`.
@@ -72,7 +72,7 @@ const MAX_SUMMARY: usize = 1024;
 
 pub fn body(n: &Notification, routing_key: &str) -> Value {
     let a = &n.alert;
-    if n.event == Event::Resolved {
+    if n.event == AlertEvent::Resolved {
         return json!({
             "routing_key": routing_key,
             "event_action": "resolve",

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::Verdict;
-use crate::alert::{Event, Notification};
+use crate::alert::{AlertEvent, Notification};
 use crate::config::{Diagnostics, NoKeys, ReceiverKeys};
 
 /// A Slack receiver takes no keys of its own: its URL is its credential.
@@ -28,9 +28,9 @@ pub(super) fn verdict(status: u16, _body: &str) -> Verdict {
 pub fn body(n: &Notification) -> Value {
     let a = &n.alert;
     let mark = match n.event {
-        Event::Firing => ":rotating_light:",
-        Event::Reminder => ":bell: Still firing:",
-        Event::Resolved => ":white_check_mark:",
+        AlertEvent::Firing => ":rotating_light:",
+        AlertEvent::Reminder => ":bell: Still firing:",
+        AlertEvent::Resolved => ":white_check_mark:",
     };
     let text = format!(
         "{mark} *{}* ({})\n{}",

@@ -630,22 +630,16 @@ pub(crate) fn results_query(
 /// `%` must be followed by two hex digits, and the bytes must be UTF-8. The message
 /// completes "the value ...".
 fn form_decode(s: &str) -> Result<String, &'static str> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut bytes = s.bytes();
-    while let Some(b) = bytes.next() {
-        match b {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = |b: Option<u8>| b.and_then(|b| (b as char).to_digit(16));
-                match (hex(bytes.next()), hex(bytes.next())) {
-                    (Some(hi), Some(lo)) => out.push((hi * 16 + lo) as u8),
-                    _ => return Err("has a `%` not followed by two hex digits"),
-                }
-            }
-            b => out.push(b),
-        }
+    // Checked first: the percent-encoding crate keeps an invalid `%` as it is.
+    let bytes = s.as_bytes();
+    let hex = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_hexdigit);
+    if (0..bytes.len()).any(|i| bytes[i] == b'%' && !(hex(i + 1) && hex(i + 2))) {
+        return Err("has a `%` not followed by two hex digits");
     }
-    String::from_utf8(out).map_err(|_| "is not UTF-8 once percent-decoded")
+    percent_encoding::percent_decode_str(&s.replace('+', " "))
+        .decode_utf8()
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|_| "is not UTF-8 once percent-decoded")
 }
 
 /// A probe name from a path segment (`/probes/{name}`, `/api/v1/probes/{name}`): a

@@ -8,6 +8,8 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
 use crate::alert::{Condition, Firing};
 use crate::human::{clock, html_escape as esc, percent, seconds, shorten, span};
 use crate::stats::{Summary, Targets, percentile};
@@ -606,17 +608,17 @@ fn footer(out: &mut String) {
     );
 }
 
+/// What `url_encode` encodes: every byte but RFC 3986's unreserved ones (letters,
+/// digits, `-`, `_`, `.`, `~`).
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Percent-encodes what a path segment or query value cannot hold.
 pub fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    utf8_percent_encode(s, NOT_UNRESERVED).to_string()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Alert state and the outbox of undelivered notifications, in the durable store: one
-//! SQLite file in the data directory (`inferprobe.db`), which [`Store::open`] creates and
+//! SQLite file in the data directory (`inferprobe.db`), which [`AlertStore::open`] creates and
 //! locks. The run history lives in the same file (history.rs).
 //!
 //! Why SQLite (rusqlite, compiled in): transactions make "save the alert state and
@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::history::{from_unix_ms, unix_ms};
+use crate::unix_time::{from_unix_ms_i64, unix_ms_i64};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -50,16 +50,18 @@ pub struct Pending {
     pub next_attempt_at: SystemTime,
 }
 
-pub struct Store {
+/// The alert state and the outbox. Opening it creates and locks the data directory's
+/// database, which holds the run history too (history.rs).
+pub struct AlertStore {
     path: PathBuf,
     conn: Mutex<Connection>,
     /// Held (locked) for the store's life: the directory, and the lock file.
     _locks: Vec<File>,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for AlertStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
+        f.debug_struct("AlertStore").field("path", &self.path).finish()
     }
 }
 
@@ -100,9 +102,9 @@ fn take_lock(dir: &Path, path: &Path, file: std::io::Result<File>) -> Result<Fil
     }
 }
 
-impl Store {
+impl AlertStore {
     /// Opens (creating if needed) the store in `dir`.
-    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+    pub fn open(dir: &Path) -> Result<AlertStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
             path: dir.to_owned(),
             source,
@@ -131,7 +133,7 @@ impl Store {
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         conn.execute_batch(super::history::SCHEMA).map_err(open_err)?;
         super::history::migrate(&conn).map_err(open_err)?;
-        Ok(Store {
+        Ok(AlertStore {
             path,
             conn: Mutex::new(conn),
             _locks: locks,
@@ -178,7 +180,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
-        let now = unix_ms(now);
+        let now = unix_ms_i64(now);
         {
             // Prepared once per commit: under load one commit carries thousands of rows.
             let mut upsert = tx.prepare_cached(
@@ -218,9 +220,9 @@ impl Store {
                         id: r.get(0)?,
                         receiver: r.get(1)?,
                         payload: r.get(2)?,
-                        created_at: from_unix_ms(r.get(3)?),
+                        created_at: from_unix_ms_i64(r.get(3)?),
                         attempts: r.get(4)?,
-                        next_attempt_at: from_unix_ms(r.get(5)?),
+                        next_attempt_at: from_unix_ms_i64(r.get(5)?),
                     })
                 },
             )
@@ -238,7 +240,7 @@ impl Store {
     pub fn retry_at(&self, id: i64, attempts: u32, next: SystemTime) -> Result<(), StoreError> {
         self.conn().execute(
             "UPDATE outbox SET attempts = ?2, next_attempt_at = ?3 WHERE id = ?1",
-            params![id, attempts, unix_ms(next)],
+            params![id, attempts, unix_ms_i64(next)],
         )?;
         Ok(())
     }
@@ -289,7 +291,7 @@ mod tests {
         let dir = temp_dir("reopen");
         let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         {
-            let store = Store::open(&dir).unwrap();
+            let store = AlertStore::open(&dir).unwrap();
             store
                 .commit(
                     "eu",
@@ -307,7 +309,7 @@ mod tests {
                 .unwrap();
             store.commit("eu", &[("b".into(), None)], &[], now).unwrap();
         }
-        let store = Store::open(&dir).unwrap();
+        let store = AlertStore::open(&dir).unwrap();
         assert_eq!(
             store.alert_states("eu").unwrap(),
             [("a".to_owned(), "{\"x\":1}".to_owned())]
@@ -334,8 +336,8 @@ mod tests {
     #[test]
     fn a_second_agent_cannot_open_the_same_data_directory() {
         let dir = temp_dir("lock");
-        let _first = Store::open(&dir).unwrap();
-        match Store::open(&dir) {
+        let _first = AlertStore::open(&dir).unwrap();
+        match AlertStore::open(&dir) {
             Err(StoreError::Locked { .. }) => {}
             other => panic!("expected Locked, got {other:?}"),
         }
@@ -345,9 +347,9 @@ mod tests {
     #[test]
     fn deleting_the_lock_file_does_not_free_the_data_directory() {
         let dir = temp_dir("lock-deleted");
-        let _first = Store::open(&dir).unwrap();
+        let _first = AlertStore::open(&dir).unwrap();
         std::fs::remove_file(dir.join("inferprobe.lock")).unwrap();
-        match Store::open(&dir) {
+        match AlertStore::open(&dir) {
             Err(e @ StoreError::Locked { .. }) => {
                 assert!(e.to_string().contains("in use by another inferprobe"), "{e}");
             }

@@ -24,6 +24,7 @@ use rusqlite::{Connection, OpenFlags, params, params_from_iter};
 use super::StoreError;
 use crate::config::HistoryConfig;
 use crate::outcome::{Outcome, TokenSource};
+use crate::unix_time::{from_unix_ms_i64, unix_ms_i64};
 
 /// Runs queued for the writer at most (about 250 bytes each).
 const QUEUE: usize = 16_384;
@@ -214,7 +215,7 @@ impl std::fmt::Debug for HistoryWriter {
 }
 
 impl HistoryWriter {
-    /// Starts the writer on the store at `db` (created by `Store::open`).
+    /// Starts the writer on the store at `db` (created by `AlertStore::open`).
     pub fn start(db: &Path, limits: HistoryConfig) -> Result<HistoryWriter, StoreError> {
         Self::start_with(db, limits, Duration::from_secs(1))
     }
@@ -433,7 +434,7 @@ impl Writer {
                 };
                 add.execute(params![
                     series,
-                    unix_ms(r.at),
+                    unix_ms_i64(r.at),
                     r.reason,
                     r.message,
                     r.status,
@@ -475,7 +476,7 @@ impl Writer {
             "journal_size_limit",
             i64::try_from(wal_limit).unwrap_or(32 << 20),
         )?;
-        let cutoff = unix_ms(
+        let cutoff = unix_ms_i64(
             SystemTime::now()
                 .checked_sub(limits.retention)
                 .unwrap_or(UNIX_EPOCH),
@@ -616,7 +617,7 @@ fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
     Ok(RunRecord {
         probe: row.get::<_, String>(0)?.into(),
         location: row.get::<_, String>(1)?.into(),
-        at: from_unix_ms(row.get(2)?),
+        at: from_unix_ms_i64(row.get(2)?),
         reason: row.get(3)?,
         message: row.get(4)?,
         status: row.get(5)?,
@@ -746,7 +747,7 @@ impl HistoryReader {
             let runs: Vec<RunRecord> = {
                 let conn = self.conn();
                 let mut stmt = conn.prepare_cached(&sql)?;
-                let rows = stmt.query_map(params![id, unix_ms(q.since), unix_ms(q.until)], record)?;
+                let rows = stmt.query_map(params![id, unix_ms_i64(q.since), unix_ms_i64(q.until)], record)?;
                 rows.collect::<Result<_, _>>()?
             };
             if !runs.is_empty() {
@@ -770,7 +771,7 @@ impl HistoryReader {
         let mut out = HashMap::new();
         for row in rows {
             if let (probe, Some(at)) = row? {
-                out.insert(probe, from_unix_ms(at));
+                out.insert(probe, from_unix_ms_i64(at));
             }
         }
         Ok(out)
@@ -805,8 +806,8 @@ impl Args {
             filter: String::new(),
             values: Vec::new(),
         };
-        let since = a.push(unix_ms(q.since));
-        let until = a.push(unix_ms(q.until));
+        let since = a.push(unix_ms_i64(q.since));
+        let until = a.push(unix_ms_i64(q.until));
         a.filter = format!("r.at_ms >= {since} AND r.at_ms < {until}");
         if let Some(p) = &q.probe {
             let n = a.push(p.clone());
@@ -847,14 +848,6 @@ fn token_source(stored: Option<String>) -> Option<&'static str> {
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
-}
-
-pub(super) fn unix_ms(t: SystemTime) -> i64 {
-    i64::try_from(t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
-}
-
-pub(super) fn from_unix_ms(ms: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// A run for tests elsewhere in the crate: TTFT is half of `total_ms`; a failure is a

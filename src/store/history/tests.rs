@@ -1,7 +1,7 @@
 //! The history's own tests: round trips, paging, retention and the disk bound.
 
 use super::*;
-use crate::store::Store;
+use crate::store::AlertStore;
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("inferprobe-history-{name}-{}", std::process::id()));
@@ -18,7 +18,7 @@ fn all(q: &RunQuery, reader: &HistoryReader) -> Vec<RunRecord> {
 #[test]
 fn runs_round_trip_and_page_in_start_order() {
     let dir = temp_dir("pages");
-    let store = Store::open(&dir).unwrap();
+    let store = AlertStore::open(&dir).unwrap();
     let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
     let now = SystemTime::now();
     let t0 = now - Duration::from_secs(3600);
@@ -49,7 +49,7 @@ fn runs_round_trip_and_page_in_start_order() {
         }
     }
     // Stored at millisecond resolution.
-    let ms = |r: &RunRecord| unix_ms(r.at);
+    let ms = |r: &RunRecord| unix_ms_i64(r.at);
     assert_eq!(seen.len(), 250);
     for (got, want) in seen.iter().zip(&written) {
         assert_eq!(ms(got), ms(want));
@@ -90,7 +90,7 @@ fn runs_round_trip_and_page_in_start_order() {
 #[test]
 fn old_runs_expire() {
     let dir = temp_dir("retention");
-    let store = Store::open(&dir).unwrap();
+    let store = AlertStore::open(&dir).unwrap();
     let limits = HistoryConfig {
         retention: Duration::from_secs(3600),
         ..HistoryConfig::default()
@@ -130,7 +130,7 @@ fn old_runs_expire() {
 #[test]
 fn disk_use_stays_bounded_under_a_flood() {
     let dir = temp_dir("flood");
-    let store = Store::open(&dir).unwrap();
+    let store = AlertStore::open(&dir).unwrap();
     let limits = HistoryConfig {
         retention: Duration::from_secs(30 * 86_400),
         max_disk_bytes: 16 << 20,
@@ -180,7 +180,10 @@ fn disk_use_stays_bounded_under_a_flood() {
         "oldest kept run is too old"
     );
     let newest = reader.recent("probe-499", "eu", 1).unwrap();
-    assert_eq!(unix_ms(newest[0].at), unix_ms(now - Duration::from_secs(1)));
+    assert_eq!(
+        unix_ms_i64(newest[0].at),
+        unix_ms_i64(now - Duration::from_secs(1))
+    );
     writer.close();
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
@@ -189,7 +192,7 @@ fn disk_use_stays_bounded_under_a_flood() {
 #[test]
 fn a_full_queue_refuses_runs_and_counts_them_without_blocking() {
     let dir = temp_dir("full");
-    let store = Store::open(&dir).unwrap();
+    let store = AlertStore::open(&dir).unwrap();
     // Another connection holds the write lock: the writer's first commit waits for it
     // (up to its busy timeout), so runs pile up in the queue meanwhile.
     let blocker = Connection::open(store.path()).unwrap();
