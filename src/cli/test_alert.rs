@@ -130,7 +130,9 @@ fn what_happens_next(
 ) -> String {
     let severity = severity.as_str();
     let expiry = humantime::format_duration(am_expiry);
-    if kinds == [ReceiverKind::Alertmanager] {
+    // Receivers that expire a page by themselves (Alertmanager) have no words of their
+    // own: the expiry is said here, with its time.
+    if kinds.iter().all(|k| k.after_test_page().is_none()) && !kinds.is_empty() {
         return format!(
             "Test alert {key} sent (severity {severity}); Alertmanager expires it in {expiry}, or run `inferprobe test-alert --resolve`.\n"
         );
@@ -139,15 +141,7 @@ fn what_happens_next(
     let mut said = Vec::new();
     let am_line = format!("Alertmanager expires it in {expiry}.");
     for kind in kinds {
-        let line = match kind {
-            ReceiverKind::Alertmanager => am_line.as_str(),
-            ReceiverKind::Pagerduty => {
-                "PagerDuty keeps the incident open until it is resolved (there, or with `--resolve`)."
-            }
-            ReceiverKind::Webhook | ReceiverKind::Slack => {
-                "Webhooks got one message; nothing expires it, `--resolve` sends the resolved one."
-            }
-        };
+        let line = kind.after_test_page().unwrap_or(am_line.as_str());
         if !said.contains(&line) {
             said.push(line);
             out.push_str(&format!("  {line}\n"));

@@ -61,6 +61,18 @@ impl ReceiverKind {
         }
     }
 
+    /// What becomes of a test page sent there, for `test-alert` to say; `None` for a
+    /// receiver that expires it by itself when its re-sends stop (Alertmanager), whose
+    /// expiry `test-alert` words with its time.
+    pub fn after_test_page(self) -> Option<&'static str> {
+        match self {
+            ReceiverKind::Alertmanager => None,
+            ReceiverKind::Pagerduty => Some(pagerduty::AFTER_TEST_PAGE),
+            ReceiverKind::Webhook => Some(webhook::AFTER_TEST_PAGE),
+            ReceiverKind::Slack => Some(slack::AFTER_TEST_PAGE),
+        }
+    }
+
     /// Where it sends when the receiver gives no `url` (`None`: the `url` is required).
     pub fn default_url(self) -> Option<&'static str> {
         match self {

@@ -57,6 +57,10 @@ pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Optio
 }
 
 /// One event: `trigger` or `resolve`, to the receiver's URL.
+/// What becomes of a test page (`inferprobe test-alert`).
+pub(super) const AFTER_TEST_PAGE: &str =
+    "PagerDuty keeps the incident open until it is resolved (there, or with `--resolve`).";
+
 pub(super) fn request(url: &str, spec: &Spec, n: &Notification) -> (String, Value) {
     (url.to_owned(), body(n, spec.routing_key.expose()))
 }

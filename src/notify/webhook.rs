@@ -17,6 +17,10 @@ pub(crate) fn check(_: &mut Diagnostics, _: ReceiverKeys<'_, Keys>) -> Option<()
     Some(())
 }
 
+/// What becomes of a test page (`inferprobe test-alert`).
+pub(super) const AFTER_TEST_PAGE: &str =
+    "Webhooks got one message; nothing expires it, `--resolve` sends the resolved one.";
+
 pub(super) fn request(url: &str, n: &Notification, now: SystemTime) -> (String, Value) {
     (url.to_owned(), body(n, now))
 }
