@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use serde_yaml::Value;
 
-use super::{Verdict, alertmanager, pagerduty, slack, webhook};
+use super::{Verdict, alertmanager, dingtalk, pagerduty, slack, webhook};
 use crate::alert::Notification;
 use crate::config::{Diagnostics, KeysOf, KindList, ReceiverCommon, ReceiverConfig, ReceiverKeys, Secret};
 
@@ -41,15 +41,18 @@ pub enum ReceiverKind {
     Webhook,
     /// A Slack incoming webhook: a text message.
     Slack,
+    /// A DingTalk (钉钉) custom robot: a markdown message, signed if the robot has a secret.
+    Dingtalk,
 }
 
 impl ReceiverKind {
     /// Every kind, in the order of the list above.
-    pub const ALL: [ReceiverKind; 4] = [
+    pub const ALL: [ReceiverKind; 5] = [
         ReceiverKind::Alertmanager,
         ReceiverKind::Pagerduty,
         ReceiverKind::Webhook,
         ReceiverKind::Slack,
+        ReceiverKind::Dingtalk,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +61,7 @@ impl ReceiverKind {
             ReceiverKind::Pagerduty => "pagerduty",
             ReceiverKind::Webhook => "webhook",
             ReceiverKind::Slack => "slack",
+            ReceiverKind::Dingtalk => "dingtalk",
         }
     }
 
@@ -70,6 +74,7 @@ impl ReceiverKind {
             ReceiverKind::Pagerduty => Some(pagerduty::AFTER_TEST_PAGE),
             ReceiverKind::Webhook => Some(webhook::AFTER_TEST_PAGE),
             ReceiverKind::Slack => Some(slack::AFTER_TEST_PAGE),
+            ReceiverKind::Dingtalk => Some(dingtalk::AFTER_TEST_PAGE),
         }
     }
 
@@ -77,7 +82,10 @@ impl ReceiverKind {
     pub fn default_url(self) -> Option<&'static str> {
         match self {
             ReceiverKind::Pagerduty => Some(pagerduty::EVENTS_URL),
-            ReceiverKind::Alertmanager | ReceiverKind::Webhook | ReceiverKind::Slack => None,
+            ReceiverKind::Alertmanager
+            | ReceiverKind::Webhook
+            | ReceiverKind::Slack
+            | ReceiverKind::Dingtalk => None,
         }
     }
 }
@@ -95,6 +103,7 @@ impl KindList for ReceiverKind {
             ReceiverKind::Pagerduty => KeysOf::of::<pagerduty::Keys>(),
             ReceiverKind::Webhook => KeysOf::of::<webhook::Keys>(),
             ReceiverKind::Slack => KeysOf::of::<slack::Keys>(),
+            ReceiverKind::Dingtalk => KeysOf::of::<dingtalk::Keys>(),
         }
     }
 }
@@ -106,6 +115,7 @@ pub enum ReceiverSpec {
     Pagerduty(pagerduty::Spec),
     Webhook,
     Slack,
+    Dingtalk(dingtalk::Spec),
 }
 
 impl ReceiverSpec {
@@ -114,7 +124,10 @@ impl ReceiverSpec {
     pub fn resend_interval(&self) -> Option<Duration> {
         match self {
             ReceiverSpec::Alertmanager(spec) => Some(spec.resend_interval),
-            ReceiverSpec::Pagerduty(_) | ReceiverSpec::Webhook | ReceiverSpec::Slack => None,
+            ReceiverSpec::Pagerduty(_)
+            | ReceiverSpec::Webhook
+            | ReceiverSpec::Slack
+            | ReceiverSpec::Dingtalk(_) => None,
         }
     }
 
@@ -122,6 +135,7 @@ impl ReceiverSpec {
     pub fn secrets(&self) -> Vec<&Secret> {
         match self {
             ReceiverSpec::Pagerduty(spec) => vec![&spec.routing_key],
+            ReceiverSpec::Dingtalk(spec) => spec.secret.iter().collect(),
             ReceiverSpec::Alertmanager(_) | ReceiverSpec::Webhook | ReceiverSpec::Slack => Vec::new(),
         }
     }
@@ -141,6 +155,7 @@ pub(crate) fn check_spec(
         ReceiverKind::Pagerduty => run(cx, common, own, pagerduty::check).map(ReceiverSpec::Pagerduty),
         ReceiverKind::Webhook => run(cx, common, own, webhook::check).map(|()| ReceiverSpec::Webhook),
         ReceiverKind::Slack => run(cx, common, own, slack::check).map(|()| ReceiverSpec::Slack),
+        ReceiverKind::Dingtalk => run(cx, common, own, dingtalk::check).map(ReceiverSpec::Dingtalk),
     }
 }
 
@@ -164,6 +179,7 @@ pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTi
         ReceiverSpec::Pagerduty(spec) => pagerduty::request(url, spec, n),
         ReceiverSpec::Webhook => webhook::request(url, n, now),
         ReceiverSpec::Slack => slack::request(url, n),
+        ReceiverSpec::Dingtalk(spec) => dingtalk::request(url, spec, n, now),
     }
 }
 
@@ -175,5 +191,6 @@ pub(super) fn verdict(kind: ReceiverKind, status: u16, body: &str) -> Verdict {
         ReceiverKind::Pagerduty => pagerduty::verdict(status, body),
         ReceiverKind::Webhook => webhook::verdict(status, body),
         ReceiverKind::Slack => slack::verdict(status, body),
+        ReceiverKind::Dingtalk => dingtalk::verdict(status, body),
     }
 }

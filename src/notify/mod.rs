@@ -15,6 +15,7 @@
 //! in an answer than its status (a platform that refuses inside an HTTP 200).
 
 mod alertmanager;
+mod dingtalk;
 pub mod kinds;
 mod pagerduty;
 mod slack;
@@ -40,10 +41,16 @@ use crate::store::AlertStore;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Accepted,
-    /// Worth trying again: the receiver is busy or broken for now.
-    Retry,
-    /// Refused for good: the page itself is wrong.
-    Rejected,
+    /// Worth trying again: the receiver is busy or broken for now; not before
+    /// `at_least` if the platform says how long it holds back (a chat robot's rate limit).
+    Retry {
+        at_least: Option<Duration>,
+    },
+    /// Refused for good: the page or the receiver's config is wrong; `hint` says what to
+    /// look at (the signing secret, the robot's keyword, its IP allow-list).
+    Rejected {
+        hint: Option<&'static str>,
+    },
 }
 
 impl Verdict {
@@ -52,8 +59,8 @@ impl Verdict {
     pub fn by_status(status: u16) -> Verdict {
         match status {
             200..=299 => Verdict::Accepted,
-            408 | 429 | 500..=599 => Verdict::Retry,
-            _ => Verdict::Rejected,
+            408 | 429 | 500..=599 => Verdict::Retry { at_least: None },
+            _ => Verdict::Rejected { hint: None },
         }
     }
 }
@@ -210,11 +217,14 @@ fn delivery(verdict: Verdict, status: u16, retry_after: Option<Duration>, body: 
     };
     match verdict {
         Verdict::Accepted => Delivery::Accepted,
-        Verdict::Retry => Delivery::Retry {
-            after: retry_after,
+        Verdict::Retry { at_least } => Delivery::Retry {
+            after: retry_after.max(at_least),
             why: why(),
         },
-        Verdict::Rejected => Delivery::Rejected { why: why() },
+        Verdict::Rejected { hint: None } => Delivery::Rejected { why: why() },
+        Verdict::Rejected { hint: Some(hint) } => Delivery::Rejected {
+            why: format!("{} ({hint})", why()),
+        },
     }
 }
 
