@@ -3,13 +3,11 @@
 //! its reason, the server's message redacted and bounded; and, where MLServer runs
 //! (`scripts/real-servers/mlserver.sh`), the same probes against the real server.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{closed_port, run_probe, simulator};
+use crate::support::{closed_port, run_probe, simulator, tls};
 use inferprobe::outcome::{FailureReason, Outcome};
 use inferprobe::simulate::Script;
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// sklearn's `load_digits().data[0]`, a "0" (as in scripts/real-servers/probes-mlserver.yaml).
 const DIGIT: &str = "[0, 0, 5, 13, 9, 1, 0, 0, 0, 0, 13, 15, 10, 15, 5, 0, 0, 3, 15, 2, 0, 11, 8, 0, 0, 4, 12, 0, 0, 8, 8, 0, 0, 5, 8, 0, 0, 9, 8, 0, 0, 4, 11, 0, 1, 12, 7, 0, 0, 2, 14, 5, 10, 12, 0, 0, 0, 0, 6, 13, 10, 0, 0, 0]";
@@ -265,48 +263,22 @@ async fn the_servers_message_is_redacted_and_bounded() {
 }
 
 /// A TLS terminator with ALPN h2 in front of the simulator, as a gRPC ingress is.
-async fn tls_front(backend: std::net::SocketAddr) -> (u16, String) {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let pem = cert.cert.pem();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.cert.der().clone()], key)
-        .unwrap();
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await else {
-                    return;
-                };
-                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-            });
-        }
+fn tls_front(backend: std::net::SocketAddr) -> (u16, String) {
+    let cert = tls::self_signed(&["localhost"]);
+    let port = tls::tls_server(&cert, b"h2", move |mut tls| async move {
+        let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await else {
+            return;
+        };
+        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
     });
-    (port, pem)
+    (port, cert.pem)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn over_tls_with_alpn_h2_the_tls_phase_is_timed() {
     let sim = simulator(Script::default()).await;
-    let (port, pem) = tls_front(sim.addr).await;
-    let dir = crate::support::temp_dir("grpc-tls");
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, pem).unwrap();
+    let (port, pem) = tls_front(sim.addr);
+    let ca = tls::ca_file(&pem);
     let url = format!("https://localhost:{port}");
     let tls = format!("tls: {{ca_file: {}}}", ca.display());
     let o = run_probe(&health(&url, "ttft=1ms", &tls)).await;

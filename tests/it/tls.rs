@@ -1,64 +1,25 @@
 //! HTTPS probes: the TLS phase is measured, a certificate we do not trust fails the run
 //! as `tls`, and a private CA can be trusted per probe with `tls.ca_file`.
 
-use std::sync::Arc;
-
 use inferprobe::outcome::FailureReason;
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_rustls::TlsAcceptor;
+
+use crate::support::tls;
 
 /// An HTTPS server for `localhost` with a fresh self-signed certificate; answers every
 /// request with a small JSON body. Returns its port and the certificate's PEM.
-async fn https_server() -> (u16, String) {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let pem = cert.cert.pem();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.cert.der().clone()], key)
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let mut buf = vec![0u8; 8192];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tls.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let body = "{\"status\":\"ok\"}";
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = tls.write_all(reply.as_bytes()).await;
-                let _ = tls.shutdown().await;
-            });
-        }
-    });
-    (port, pem)
+fn https_server() -> (u16, String) {
+    let cert = tls::self_signed(&["localhost"]);
+    let body = "{\"status\":\"ok\"}";
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    (tls::https_server(&cert, reply.into_bytes()), cert.pem)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_untrusted_certificate_fails_as_tls() {
-    let (port, _) = https_server().await;
+    let (port, _) = https_server();
     let o = crate::support::run_probe(&format!(
         "name: t\nkind: http\nurl: https://localhost:{port}/health\ntimeout: 3s"
     ))
@@ -70,17 +31,13 @@ async fn an_untrusted_certificate_fails_as_tls() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_private_ca_is_trusted_with_ca_file_and_the_tls_phase_is_timed() {
-    let (port, pem) = https_server().await;
-    let dir = std::env::temp_dir().join(format!("inferprobe-tls-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, pem).unwrap();
+    let (port, pem) = https_server();
+    let ca = tls::ca_file(&pem);
     let o = crate::support::run_probe(&format!(
         "name: t\nkind: http\nurl: https://localhost:{port}/health\ntimeout: 3s\ntls: {{ca_file: {}}}\nexpect: {{contains: ok}}",
         ca.display()
     ))
     .await;
-    std::fs::remove_dir_all(&dir).ok();
     let obs = &o.observation;
     assert!(obs.success(), "{:?}", obs.result);
     assert!(obs.tls().is_some() && obs.connect().is_some());
@@ -89,24 +46,20 @@ async fn a_private_ca_is_trusted_with_ca_file_and_the_tls_phase_is_timed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_certificate_for_another_name_fails_as_tls() {
-    let (port, pem) = https_server().await;
-    let dir = std::env::temp_dir().join(format!("inferprobe-tls-name-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, pem).unwrap();
+    let (port, pem) = https_server();
+    let ca = tls::ca_file(&pem);
     // Trusted CA, but we ask for a name the certificate does not carry.
     let o = crate::support::run_probe(&format!(
         "name: t\nkind: http\nurl: https://127.0.0.1:{port}/health\ntimeout: 3s\ntls: {{ca_file: {}}}",
         ca.display()
     ))
     .await;
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(o.observation.failure().unwrap().reason, FailureReason::Tls);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn insecure_skip_verify_accepts_an_untrusted_certificate_and_check_warns() {
-    let (port, _) = https_server().await;
+    let (port, _) = https_server();
     let yaml = format!(
         "name: t\nkind: http\nurl: https://127.0.0.1:{port}/health\ntimeout: 3s\ntls: {{insecure_skip_verify: true}}\nexpect: {{contains: ok}}"
     );

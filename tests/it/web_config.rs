@@ -13,7 +13,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{Daemon, Prometheus, http_get, require_tool, simulator, temp_dir, wait_until};
+use crate::support::{Daemon, Prometheus, http_get, require_tool, simulator, temp_dir, tls, wait_until};
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, written as PEM
 /// files into `dir`.
@@ -24,33 +24,19 @@ struct Pki {
 }
 
 fn make_pki(dir: &Path) -> Pki {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "inferprobe test CA");
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-
-    let server_key = rcgen::KeyPair::generate().unwrap();
-    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&server_key, &ca)
-        .unwrap();
-    let client_key = rcgen::KeyPair::generate().unwrap();
-    let mut client_params = rcgen::CertificateParams::new(vec!["prometheus.example".to_owned()]).unwrap();
-    client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let client = client_params.signed_by(&client_key, &ca).unwrap();
+    let ca = tls::Authority::new("inferprobe test CA");
+    let server = ca.server(&["127.0.0.1", "localhost"]);
+    let client = ca.client("prometheus.example");
 
     std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("server.pem"), server.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), server_key.serialize_pem()).unwrap();
-    std::fs::write(dir.join("client.pem"), client.pem()).unwrap();
-    std::fs::write(dir.join("client.key"), client_key.serialize_pem()).unwrap();
+    std::fs::write(dir.join("server.pem"), &server.pem).unwrap();
+    std::fs::write(dir.join("server.key"), server.key_pem()).unwrap();
+    std::fs::write(dir.join("client.pem"), &client.pem).unwrap();
+    std::fs::write(dir.join("client.key"), client.key_pem()).unwrap();
     Pki {
         ca: ca.pem(),
-        client_cert: client.pem(),
-        client_key: client_key.serialize_pem(),
+        client_cert: client.pem.clone(),
+        client_key: client.key_pem(),
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod markdown;
+pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
