@@ -1,6 +1,7 @@
 //! Every streaming kind against the simulator speaking its protocol: the success path
 //! with exact token counts and TTFT after the scripted delay, then each protocol's own
-//! in-band error, a truncated stream, garbage, a wrong content type and an empty answer.
+//! in-band error, a truncated stream, garbage, a wrong content type and an empty answer
+//! (with the words of the OpenAI chat protocol's message where it matters).
 
 use std::time::Duration;
 
@@ -62,8 +63,9 @@ async fn ollama_exports_server_reported_durations_apart() {
     assert!(json["server_reported_seconds"]["total"].as_f64().unwrap() > 0.04);
 }
 
-/// Runs every kind against the fault at once and checks each reason and duration.
-async fn expect_reason(query: &'static str, reason: FailureReason) {
+/// Runs every kind against the fault at once and checks each reason and duration; returns
+/// each kind's failure message, for the checks of one protocol's own words.
+async fn expect_reason(query: &'static str, reason: FailureReason) -> Messages {
     // Timed: it bounds the run in wall-clock time; see support::timed.
     let _turn = timed();
     let sim = simulator(Script::default()).await;
@@ -78,6 +80,7 @@ async fn expect_reason(query: &'static str, reason: FailureReason) {
             })
         })
         .collect();
+    let mut messages = Vec::new();
     for run in runs {
         let (kind, path, o, took) = run.await.unwrap();
         let f = o
@@ -89,14 +92,45 @@ async fn expect_reason(query: &'static str, reason: FailureReason) {
             took < Duration::from_millis(2600),
             "{kind} {path} {query}: {took:?}"
         );
+        messages.push((*kind, f.message.clone()));
+    }
+    Messages(messages)
+}
+
+/// The failure message of each kind's run, in the order of `KINDS`.
+struct Messages(Vec<(&'static str, String)>);
+
+impl Messages {
+    /// The message of `kind`'s (first) run.
+    fn of(&self, kind: &str) -> &str {
+        &self.0.iter().find(|(k, _)| *k == kind).unwrap().1
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_protocols_in_band_error_is_a_stream_error() {
-    expect_reason(
+    let m = expect_reason(
         "fault=inband-error&ttft=10ms&tokens=6",
         FailureReason::StreamError,
+    )
+    .await;
+    // The server's own words are kept.
+    let chat = m.of("openai_chat");
+    assert!(chat.contains("simulated engine failure"), "{chat}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stall_before_the_headers_is_a_first_token_timeout_in_every_protocol() {
+    let m = expect_reason("fault=stall-headers", FailureReason::TimeoutFirstToken).await;
+    let chat = m.of("openai_chat");
+    assert!(chat.contains("waiting for response headers"), "{chat}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stall_mid_stream_is_a_total_timeout_in_every_protocol() {
+    expect_reason(
+        "fault=stall-stream&ttft=50ms&tokens=10",
+        FailureReason::TimeoutTotal,
     )
     .await;
 }
@@ -108,16 +142,23 @@ async fn a_cut_stream_is_truncated_in_every_protocol() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn garbage_is_an_invalid_response_in_every_protocol() {
-    expect_reason("fault=garbage&ttft=10ms&tokens=6", FailureReason::InvalidResponse).await;
+    let m = expect_reason("fault=garbage&ttft=10ms&tokens=6", FailureReason::InvalidResponse).await;
+    let chat = m.of("openai_chat");
+    assert!(chat.contains("not a valid chunk"), "{chat}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_content_type_is_an_invalid_response_in_every_protocol() {
-    expect_reason(
+    let m = expect_reason(
         "fault=wrong-content-type&ttft=10ms&tokens=6",
         FailureReason::InvalidResponse,
     )
     .await;
+    let chat = m.of("openai_chat");
+    assert!(
+        chat.contains("expected content type text/event-stream, got application/json"),
+        "{chat}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -136,8 +177,11 @@ async fn an_endless_stream_times_out_in_every_protocol() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn status_errors_in_every_protocol() {
-    expect_reason("fault=http-500", FailureReason::Http5xx).await;
-    expect_reason("fault=http-429", FailureReason::RateLimited).await;
+    let m = expect_reason("fault=http-500", FailureReason::Http5xx).await;
+    assert_eq!(m.of("openai_chat"), "HTTP 500: simulated internal error");
+    let m = expect_reason("fault=http-429", FailureReason::RateLimited).await;
+    let chat = m.of("openai_chat");
+    assert!(chat.contains("Retry-After: 1"), "{chat}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
