@@ -105,6 +105,12 @@ impl Messages {
     fn of(&self, kind: &str) -> &str {
         &self.0.iter().find(|(k, _)| *k == kind).unwrap().1
     }
+
+    /// The OpenAI chat protocol's message holds the server's words, `says`.
+    fn chat_says(&self, says: &str) {
+        let chat = self.of("openai_chat");
+        assert!(chat.contains(says), "openai_chat: {chat}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -115,15 +121,13 @@ async fn each_protocols_in_band_error_is_a_stream_error() {
     )
     .await;
     // The server's own words are kept.
-    let chat = m.of("openai_chat");
-    assert!(chat.contains("simulated engine failure"), "{chat}");
+    m.chat_says("simulated engine failure");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stall_before_the_headers_is_a_first_token_timeout_in_every_protocol() {
     let m = expect_reason("fault=stall-headers", FailureReason::TimeoutFirstToken).await;
-    let chat = m.of("openai_chat");
-    assert!(chat.contains("waiting for response headers"), "{chat}");
+    m.chat_says("waiting for response headers");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -143,8 +147,7 @@ async fn a_cut_stream_is_truncated_in_every_protocol() {
 #[tokio::test(flavor = "multi_thread")]
 async fn garbage_is_an_invalid_response_in_every_protocol() {
     let m = expect_reason("fault=garbage&ttft=10ms&tokens=6", FailureReason::InvalidResponse).await;
-    let chat = m.of("openai_chat");
-    assert!(chat.contains("not a valid chunk"), "{chat}");
+    m.chat_says("not a valid chunk");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -154,11 +157,7 @@ async fn a_wrong_content_type_is_an_invalid_response_in_every_protocol() {
         FailureReason::InvalidResponse,
     )
     .await;
-    let chat = m.of("openai_chat");
-    assert!(
-        chat.contains("expected content type text/event-stream, got application/json"),
-        "{chat}"
-    );
+    m.chat_says("expected content type text/event-stream, got application/json");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -180,8 +179,7 @@ async fn status_errors_in_every_protocol() {
     let m = expect_reason("fault=http-500", FailureReason::Http5xx).await;
     assert_eq!(m.of("openai_chat"), "HTTP 500: simulated internal error");
     let m = expect_reason("fault=http-429", FailureReason::RateLimited).await;
-    let chat = m.of("openai_chat");
-    assert!(chat.contains("Retry-After: 1"), "{chat}");
+    m.chat_says("Retry-After: 1");
 }
 
 #[tokio::test(flavor = "multi_thread")]

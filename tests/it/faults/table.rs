@@ -32,6 +32,15 @@ impl Target {
         Target::at(http_base(scripted_server(script)))
     }
 
+    /// `https://localhost:PORT`, with `cert` trusted through `tls.ca_file`.
+    pub fn trusting(port: u16, cert: &tls::Issued) -> Self {
+        Target {
+            base: format!("https://localhost:{port}"),
+            extra: format!("tls: {{ca_file: {}}}", tls::ca_file(&cert.pem).display()),
+            after: None,
+        }
+    }
+
     pub fn reply(bytes: Vec<u8>) -> Self {
         Target::scripted(move |_| vec![Step::Write(bytes.clone())])
     }
@@ -81,12 +90,7 @@ pub fn faults() -> Vec<Fault> {
             name: "tls_expired_certificate",
             serve: |w| {
                 let cert = tls::self_signed_between(&["localhost"], 2020, 2021);
-                let port = tls::https_server(&cert, w.healthy());
-                Target {
-                    base: format!("https://localhost:{port}"),
-                    extra: format!("tls: {{ca_file: {}}}", tls::ca_file(&cert.pem).display()),
-                    after: None,
-                }
+                Target::trusting(tls::https_server(&cert, w.healthy()), &cert)
             },
             expect: |_| Some(R::Tls),
             message_has: |_| Some("expired"),
@@ -109,12 +113,7 @@ pub fn faults() -> Vec<Fault> {
             name: "tls_wrong_host_certificate",
             serve: |w| {
                 let cert = tls::self_signed(&["other.example"]);
-                let port = tls::https_server(&cert, w.healthy());
-                Target {
-                    base: format!("https://localhost:{port}"),
-                    extra: format!("tls: {{ca_file: {}}}", tls::ca_file(&cert.pem).display()),
-                    after: None,
-                }
+                Target::trusting(tls::https_server(&cert, w.healthy()), &cert)
             },
             expect: |_| Some(R::Tls),
             message_has: |_| Some("not valid for name"),
@@ -478,12 +477,7 @@ pub fn faults() -> Vec<Fault> {
             name: "http2_stream_reset",
             serve: |w| {
                 let cert = tls::self_signed(&["localhost"]);
-                let port = h2_reset_server(*w, &cert);
-                Target {
-                    base: format!("https://localhost:{port}"),
-                    extra: format!("tls: {{ca_file: {}}}", tls::ca_file(&cert.pem).display()),
-                    after: None,
-                }
+                Target::trusting(h2_reset_server(*w, &cert), &cert)
             },
             expect: |_| Some(R::Truncated),
             message_has: |_| Some("stream error received"),
