@@ -6,7 +6,7 @@
 #                                             the `metrics` key existed)
 #
 # Prints the sample lines of each probe (the lines whose first label is its `probe`) and
-# of the agent (every other line). tests/series_budget.rs counts the same way and pins
+# of the agent (every other line). tests/it/series_budget.rs counts the same way and pins
 # the figures.
 set -eu
 BIN=$1

@@ -11,7 +11,7 @@
 //! exposes only what availability and latency SLOs need: runs, skipped runs, up, the last
 //! run and success, TTFT and total, and tokens by direction; the rest is at `full` detail,
 //! per probe ([`ProbeIdentity::full_metrics`]) and for the agent's own schedule lag.
-//! docs/metrics.md lists which series is where, and tests/series_budget.rs pins the counts.
+//! docs/metrics.md lists which series is where, and tests/it/series_budget.rs pins the counts.
 //!
 //! A probe's series live in one compact struct (metrics/probe.rs) made when the probe is
 //! configured and dropped when it goes, found per run by the address of the probe's

@@ -8,7 +8,7 @@
 //! A probe sends one request and says what happened; it never sleeps, retries or records
 //! metrics. [`ReadyProbe::run_once`] gives every run its deadlines and stamps the result
 //! into an [`Outcome`]. Probes import config, outcome, net, payload, redact and human
-//! (ARCHITECTURE.md's rooms table, held by tests/architecture.rs).
+//! (ARCHITECTURE.md's rooms table, held by tests/it/architecture.rs).
 
 pub mod anthropic;
 pub mod dialect;

@@ -2,7 +2,7 @@
 //! are exactly what a broken server writes (see the module above). Reading a request head
 //! (httparse), and building a JSON response, a chunked head and chunks.
 //!
-//! The fake servers of the integration tests (tests/support) use these same pieces, so
+//! The fake servers of the integration tests (tests/it/support) use these same pieces, so
 //! there is one HTTP/1 server code in the repository. Imports nothing of the crate.
 
 use std::time::Duration;

@@ -1,0 +1,344 @@
+//! `inferprobe report` against a store filled with synthetic runs whose figures this test
+//! computes on its own: run counts, availability, P50/P95/P99 of TTFT and total, SLO
+//! attainment, the previous period and the longest incidents must all agree.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use inferprobe::config::HistoryConfig;
+use inferprobe::store::{AlertStore, HistoryWriter, RunRecord};
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// One synthetic run: latencies from a skewed distribution, failures in streaks.
+fn synthetic(
+    probe: &str,
+    location: &str,
+    at: SystemTime,
+    ok: Option<&str>,
+    rng: &mut Rng,
+    slow: f64,
+) -> RunRecord {
+    let ttft = Duration::from_secs_f64(slow * (0.1 + 0.4 * rng.next().powi(3)));
+    let total = ttft + Duration::from_secs_f64(slow * (0.5 + 1.5 * rng.next().powi(4)));
+    RunRecord {
+        at,
+        probe: probe.into(),
+        location: location.into(),
+        reason: ok.map(str::to_owned),
+        message: ok.map(|r| format!("synthetic {r}")),
+        status: Some(if ok.is_none() { 200 } else { 503 }),
+        ttfb: Some(ttft / 2),
+        ttft: ok.is_none().then_some(ttft),
+        tpot: None,
+        total: Some(if ok.is_none() {
+            total
+        } else {
+            Duration::from_millis(40)
+        }),
+        output_tokens: Some(20),
+        output_token_source: Some("usage"),
+        input_tokens: Some(100),
+        // The vision probe's server reports no input count: ours, estimated.
+        input_token_source: Some(if probe == "vision" { "estimated" } else { "usage" }),
+        prompt_bucket: "short".into(),
+        image_bucket: "none".into(),
+        trace_id: None,
+    }
+}
+
+/// Nearest rank, written out here rather than taken from the crate: the k-th smallest
+/// value with k = ceil(q n).
+fn nearest_rank(values: &[f64], q: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let k = (q * v.len() as f64).ceil() as usize;
+    v[k.max(1) - 1]
+}
+
+#[derive(Default)]
+struct Expected {
+    runs: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+    failures: u64,
+    ttft: Vec<f64>,
+    total: Vec<f64>,
+}
+
+fn close(a: f64, b: f64) -> bool {
+    // Stored at microsecond resolution.
+    (a - b).abs() < 2e-6
+}
+
+#[test]
+fn report_figures_match_an_independent_computation() {
+    let dir = crate::support::temp_dir("report");
+    let data = dir.join("data");
+    let until = UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    let week = Duration::from_secs(7 * 86_400);
+    let since = until - week;
+    let step = Duration::from_secs(60);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    // (current, previous) expectations per (probe, location).
+    let mut expected: BTreeMap<(String, String), (Expected, Expected)> = BTreeMap::new();
+    let mut longest_outage = (String::new(), Duration::ZERO);
+    {
+        let store = AlertStore::open(&data).unwrap();
+        let writer = HistoryWriter::start(
+            store.path(),
+            HistoryConfig {
+                retention: Duration::from_secs(400 * 86_400),
+                max_disk_bytes: 1 << 30,
+            },
+        )
+        .unwrap();
+        for (probe, slow) in [("chat", 1.0), ("vision", 2.5)] {
+            for location in ["eu-west", "us-east"] {
+                let key = (probe.to_owned(), location.to_owned());
+                let entry = expected.entry(key).or_default();
+                // Two weeks, one run a minute; an outage of a given length per series
+                // in the current week, and random failures in both.
+                let outage_start = since + Duration::from_secs(86_400 + 3600 * (slow as u64));
+                let outage_len = Duration::from_secs(if location == "eu-west" { 47 * 60 } else { 12 * 60 });
+                let mut t = since - week;
+                while t < until {
+                    let in_outage = t >= outage_start && t < outage_start + outage_len;
+                    let failure = if in_outage {
+                        Some("http_5xx")
+                    } else if rng.next() < 0.004 {
+                        Some("timeout_total")
+                    } else {
+                        None
+                    };
+                    let r = synthetic(probe, location, t, failure, &mut rng, slow);
+                    let e = if t >= since { &mut entry.0 } else { &mut entry.1 };
+                    e.runs += 1;
+                    e.input_tokens += r.input_tokens.unwrap();
+                    e.output_tokens += r.output_tokens.unwrap();
+                    if failure.is_some() {
+                        e.failures += 1;
+                    } else {
+                        e.ttft.push(r.ttft.unwrap().as_secs_f64());
+                        e.total.push(r.total.unwrap().as_secs_f64());
+                    }
+                    while !writer.record(r.clone()) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    t += step;
+                }
+                if outage_len > longest_outage.1 {
+                    longest_outage = (format!("{probe}/{location}"), outage_len);
+                }
+            }
+        }
+        writer.close();
+    }
+    // Targets for attainment and the availability objective.
+    let config = dir.join("probes.yaml");
+    std::fs::write(
+        &config,
+        "probes:\n\
+         - {name: chat, kind: openai_chat, url: 'http://127.0.0.1:9/v1/chat/completions', model: m,\n\
+            slo: {ttft_p95: 300ms, total_p95: 1500ms, availability: 99.5},\n\
+            cost: {input_per_million: 0.15, output_per_million: 0.60}}\n\
+         - {name: vision, kind: openai_chat, url: 'http://127.0.0.1:9/v1/chat/completions', model: m,\n\
+            slo: {total_p95: 3s}, cost: {input_per_million: 2.5, output_per_million: 10, currency: EUR}}\n",
+    )
+    .unwrap();
+    let report = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+            .args(["report", "-c"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .args([
+                "--since",
+                "1899395200",
+                "--until",
+                "1900000000",
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
+    let probes = json["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 4);
+    for p in probes {
+        let key = (
+            p["probe"].as_str().unwrap().to_owned(),
+            p["location"].as_str().unwrap().to_owned(),
+        );
+        let (now, before) = &expected[&key];
+        assert_eq!(p["runs"], now.runs, "{key:?}");
+        assert_eq!(p["failures"], now.failures, "{key:?}");
+        let availability = (now.runs - now.failures) as f64 / now.runs as f64;
+        assert!(
+            close(p["availability"].as_f64().unwrap(), availability),
+            "{key:?}"
+        );
+        for (field, values) in [("ttft_seconds", &now.ttft), ("total_seconds", &now.total)] {
+            for (name, q) in [("p50", 0.50), ("p95", 0.95), ("p99", 0.99)] {
+                let got = p[field][name].as_f64().unwrap();
+                let want = nearest_rank(values, q);
+                assert!(
+                    close(got, want),
+                    "{key:?} {field}.{name}: report {got}, test {want}"
+                );
+            }
+        }
+        assert_eq!(p["previous"]["runs"], before.runs);
+        // Tokens and their cost at the probe's prices, computed here from what was
+        // written.
+        let (price_in, price_out, currency) = if key.0 == "chat" {
+            (0.15, 0.60, "USD")
+        } else {
+            (2.5, 10.0, "EUR")
+        };
+        assert_eq!(p["tokens"]["input"], now.input_tokens, "{key:?}");
+        assert_eq!(p["tokens"]["output"], now.output_tokens, "{key:?}");
+        let estimated = if key.0 == "vision" { now.input_tokens } else { 0 };
+        assert_eq!(p["tokens"]["input_estimated"], estimated, "{key:?}");
+        let cost =
+            |e: &Expected| (e.input_tokens as f64 * price_in + e.output_tokens as f64 * price_out) / 1e6;
+        assert!(close(p["cost"]["amount"].as_f64().unwrap(), cost(now)), "{key:?}");
+        assert_eq!(p["cost"]["currency"], currency);
+        assert!(
+            close(p["previous"]["cost"].as_f64().unwrap(), cost(before)),
+            "{key:?}"
+        );
+        let prev_p95 = nearest_rank(&before.total, 0.95);
+        assert!(close(
+            p["previous"]["total_seconds"]["p95"].as_f64().unwrap(),
+            prev_p95
+        ));
+        // Attainment: share of all runs that succeeded at or under the target.
+        let share = |values: &[f64], target: f64| {
+            values.iter().filter(|v| **v <= target + 1e-9).count() as f64 / now.runs as f64
+        };
+        let (ttft_target, total_target) = if key.0 == "chat" {
+            (Some(0.3), 1.5)
+        } else {
+            (None, 3.0)
+        };
+        let got = p["total_slo_attainment"].as_f64().unwrap();
+        assert!((got - share(&now.total, total_target)).abs() < 1e-9, "{key:?}");
+        match ttft_target {
+            Some(t) => {
+                let got = p["ttft_slo_attainment"].as_f64().unwrap();
+                assert!((got - share(&now.ttft, t)).abs() < 1e-9, "{key:?}");
+            }
+            None => assert!(p["ttft_slo_attainment"].is_null()),
+        }
+        if key.0 == "chat" {
+            assert_eq!(p["availability_met"], availability >= 0.995);
+        }
+    }
+    // The longest incident is the 47-minute outage (a failing streak from its first
+    // failed run to the first good one after it).
+    let top = &json["incidents"][0];
+    let longest = top["duration_seconds"].as_f64().unwrap();
+    assert_eq!(
+        format!(
+            "{}/{}",
+            top["probe"].as_str().unwrap(),
+            top["location"].as_str().unwrap()
+        ),
+        longest_outage.0
+    );
+    assert!(
+        (longest - longest_outage.1.as_secs_f64()).abs() <= 60.0 * 3.0,
+        "longest incident {longest} s, outage {:?} (random failures may extend it by a run or two)",
+        longest_outage.1
+    );
+    assert_eq!(top["reasons"][0]["reason"], "http_5xx");
+    assert!(json["incidents"].as_array().unwrap().len() <= 10);
+
+    let md = report("markdown");
+    for section in [
+        "## Availability",
+        "## Time to first token",
+        "## Total latency",
+        "## SLO attainment",
+        "## Tokens and cost",
+        "## Top incidents",
+    ] {
+        assert!(md.contains(section), "{section} missing:\n{md}");
+    }
+    // The cost line of each series, from the figures computed above.
+    for ((probe, location), (now, before)) in &expected {
+        let (price_in, price_out, currency) = if probe == "chat" {
+            (0.15, 0.60, "USD")
+        } else {
+            (2.5, 10.0, "EUR")
+        };
+        let cost =
+            |e: &Expected| (e.input_tokens as f64 * price_in + e.output_tokens as f64 * price_out) / 1e6;
+        let money = |v: f64| {
+            if v >= 1.0 {
+                format!("{v:.2} {currency}")
+            } else {
+                format!("{v:.4} {currency}")
+            }
+        };
+        let input = if probe == "vision" {
+            format!("\\~{} ({} estimated)", now.input_tokens, now.input_tokens)
+        } else {
+            now.input_tokens.to_string()
+        };
+        let line = format!(
+            "| {probe} | {} | {input} | {} | {} | {} |",
+            location.replace('_', "\\_"),
+            now.output_tokens,
+            money(cost(now)),
+            money(cost(before)),
+        );
+        assert!(md.contains(&line), "{line} missing:\n{md}");
+    }
+    let html = report("html");
+    assert!(html.starts_with("<!doctype html>") && html.contains("<table>"));
+    print_sample(&md, &dir);
+}
+
+/// The Markdown report, for people reading the test output.
+fn print_sample(md: &str, dir: &Path) {
+    eprintln!("{md}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn report_explains_a_missing_store_and_bad_periods() {
+    let dir = crate::support::temp_dir("report-errors");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+            .current_dir(&dir)
+            .arg("report")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--data-dir", "nowhere"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no store at"));
+    let out = run(&["--since", "last tuesday"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--since"));
+    let out = run(&["--since", "1h", "--until", "2h"]);
+    assert_eq!(out.status.code(), Some(64));
+}

@@ -1,0 +1,270 @@
+//! `inferprobe report --prometheus`: the fleet's SLO report from the real Prometheus
+//! (Debian's package) scraping two real agents in two locations, one probe healthy and
+//! one failing for a while, checked against the agents' own counters and against the
+//! report one agent computes from its local store.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+use inferprobe::simulate::Script;
+
+/// A real Prometheus server on 127.0.0.1, stopped on drop.
+fn report(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .arg("report")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json_report(args: &[&str]) -> serde_json::Value {
+    let (code, stdout, stderr) = report(args);
+    assert_eq!(code, Some(0), "{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn row<'a>(report: &'a serde_json::Value, probe: &str, location: &str) -> &'a serde_json::Value {
+    report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == probe && p["location"] == location)
+        .unwrap_or_else(|| panic!("no row for {probe} in {location}: {report:#}"))
+}
+
+fn runs_of(row: &serde_json::Value) -> f64 {
+    row["runs"].as_f64().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_fleet_report_from_prometheus_matches_the_agents() {
+    let Some(prometheus) = require_tool(
+        "prometheus",
+        "serves the fleet's metrics to `report --prometheus`; apt-get install prometheus",
+    ) else {
+        return;
+    };
+    let dir = temp_dir("report-prometheus");
+    let sim = simulator(Script::default()).await;
+    let healthy = Arc::new(AtomicBool::new(false));
+    let flaky = switch_server(healthy.clone());
+
+    // The same two probes in both locations, with latency targets for attainment.
+    let config = |location: &str| {
+        let path = dir.join(format!("probes-{location}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "agent: {{location: {location}}}\nprobes:\n  - name: chat\n    kind: openai_chat\n    url: http://{}/v1/chat/completions?ttft=10ms&tokens=4\n    model: sim-model\n    interval: 1s\n    slo: {{ttft_p95: 500ms, total_p95: 2s}}\n  - name: flaky\n    kind: http\n    url: http://{flaky}/health\n    interval: 1s\n    timeout: 900ms\n    slo: {{total_p95: 1s}}\n",
+                sim.addr
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (eu_config, us_config) = (config("eu-test"), config("us-test"));
+
+    // Prometheus first, scraping the agents' ports before they listen, so it sees their
+    // counters from the first runs on (increase() cannot count what came before).
+    let eu_addr = format!("127.0.0.1:{}", closed_port());
+    let us_addr = format!("127.0.0.1:{}", closed_port());
+    let prom_config = dir.join("prometheus.yml");
+    std::fs::write(
+        &prom_config,
+        format!(
+            "global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: inferprobe\n    static_configs:\n      - targets: [\"{eu_addr}\", \"{us_addr}\"]\n"
+        ),
+    )
+    .unwrap();
+    let server = Prometheus::start(&prometheus, &prom_config, &[]);
+    // Ready is not yet scraping: target discovery reaches the scrape loops only after a
+    // few seconds. Wait for both (still closed) targets' first scrape: `up` = 0.
+    wait_until(
+        "Prometheus scraping both targets",
+        Duration::from_secs(20),
+        || {
+            let (_, _, body) = http_get(&server.addr, "/api/v1/query?query=up", None);
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            v["data"]["result"].as_array().is_some_and(|r| r.len() == 2)
+        },
+    );
+    let eu_data = temp_dir("report-prometheus-eu");
+    let eu_data_arg = eu_data.to_str().unwrap();
+    let eu = Daemon::start_on(&eu_addr, &eu_config, &["--data-dir", eu_data_arg]);
+    let us = Daemon::start_on(&us_addr, &us_config, &[]);
+    let started = Instant::now();
+
+    // `flaky` fails (HTTP 503) for its first 8 seconds, then recovers.
+    std::thread::sleep(Duration::from_secs(8));
+    healthy.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_secs(20).saturating_sub(started.elapsed()));
+
+    let url = format!("http://{}", server.addr);
+    let eu_config_arg = eu_config.to_str().unwrap();
+    let agent_runs = |d: &Daemon, probe: &str| {
+        metric_sum(
+            &d.metrics(),
+            "inferprobe_runs_total",
+            &[&format!("probe=\"{probe}\"")],
+        )
+    };
+    let before = [agent_runs(&eu, "chat"), agent_runs(&us, "chat")];
+    let fleet = json_report(&[
+        "--prometheus",
+        &url,
+        "--since",
+        "2m",
+        "--format",
+        "json",
+        "-c",
+        eu_config_arg,
+    ]);
+    let after = [agent_runs(&eu, "chat"), agent_runs(&us, "chat")];
+    let local = json_report(&[
+        "--data-dir",
+        eu_data_arg,
+        "--since",
+        "2m",
+        "--format",
+        "json",
+        "-c",
+        eu_config_arg,
+    ]);
+    let (code, markdown, stderr) = report(&["--prometheus", &url, "--since", "2m", "-c", eu_config_arg]);
+    eprintln!(
+        "fleet report: {fleet:#}\nlocal report (eu-test): {local:#}\nagents' chat runs before/after: {before:?} {after:?}"
+    );
+
+    assert_eq!(fleet["exact"], false);
+    assert_eq!(fleet["source"], format!("Prometheus {url}"));
+    for (i, location) in ["eu-test", "us-test"].into_iter().enumerate() {
+        // The healthy probe: every run good; as many runs as the agent counted, give or
+        // take the scrape interval and the first sample (increase() starts from it).
+        let chat = row(&fleet, "chat", location);
+        assert_eq!(chat["availability"], 1.0, "{chat:#}");
+        assert_eq!(chat["failures"], 0, "{chat:#}");
+        let runs = runs_of(chat);
+        assert!(
+            runs >= before[i] - 3.0 && runs <= after[i] + 1.0,
+            "{location}: Prometheus says {runs} runs, the agent {}..{}",
+            before[i],
+            after[i]
+        );
+        for field in ["ttft_seconds", "total_seconds"] {
+            let p95 = chat[field]["p95"].as_f64();
+            assert!(p95.is_some_and(|v| v > 0.0 && v < 2.0), "{field}: {chat:#}");
+        }
+        let attained = chat["ttft_slo_attainment"].as_f64().unwrap();
+        assert!((0.9..=1.0).contains(&attained), "{chat:#}");
+
+        // The flaky probe: failures counted, availability below 1, and an incident in
+        // this location that says why.
+        let flaky = row(&fleet, "flaky", location);
+        let availability = flaky["availability"].as_f64().unwrap();
+        assert!(availability < 1.0 && availability > 0.0, "{flaky:#}");
+        assert!(flaky["failures"].as_u64().unwrap() >= 3, "{flaky:#}");
+        let incident = fleet["incidents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["probe"] == "flaky" && i["location"] == location)
+            .unwrap_or_else(|| panic!("no incident for flaky in {location}: {fleet:#}"));
+        assert!(
+            incident["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["reason"] == "http_5xx"),
+            "{incident:#}"
+        );
+        assert!(incident["failed_runs"].as_u64().unwrap() >= 3, "{incident:#}");
+        assert!(!incident["ended_at"].is_null(), "it recovered: {incident:#}");
+        let lasted = incident["duration_seconds"].as_f64().unwrap();
+        assert!((3.0..=15.0).contains(&lasted), "{incident:#}");
+    }
+    assert!(
+        !fleet["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["probe"] != "chat" && p["probe"] != "flaky")
+    );
+
+    // The same location from the agent's own store: the runs agree within a couple.
+    for probe in ["chat", "flaky"] {
+        let (from_prometheus, from_store) = (row(&fleet, probe, "eu-test"), row(&local, probe, "eu-test"));
+        let (a, b) = (runs_of(from_prometheus), runs_of(from_store));
+        assert!(
+            (a - b).abs() <= 3.0,
+            "{probe}: Prometheus {a} runs, the store {b}"
+        );
+        let (fa, fb) = (
+            from_prometheus["failures"].as_f64().unwrap(),
+            from_store["failures"].as_f64().unwrap(),
+        );
+        assert!(
+            (fa - fb).abs() <= 3.0,
+            "{probe}: Prometheus {fa} failures, the store {fb}"
+        );
+    }
+
+    assert_eq!(code, Some(0), "{stderr}");
+    for section in [
+        "## Availability",
+        "## Time to first token",
+        "## Total latency",
+        "## SLO attainment",
+        "## Top incidents",
+        "| chat | eu-test |",
+        "| flaky | us-test |",
+        "estimated from histogram buckets",
+    ] {
+        assert!(markdown.contains(section), "missing {section:?} in\n{markdown}");
+    }
+    drop((eu, us, server));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_urls_and_failed_queries_keep_the_exit_codes_and_the_secrets() {
+    let (code, _, stderr) = report(&["--prometheus", "ftp://me:hunter2@prom", "--since", "1h"]);
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    let url = format!("http://me:hunter2@127.0.0.1:{}", closed_port());
+    // No local store is needed (this data dir does not exist).
+    let (code, _, stderr) = report(&[
+        "--prometheus",
+        &url,
+        "--since",
+        "1h",
+        "--data-dir",
+        "/nonexistent",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("query \"") && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    // A Prometheus that refuses the query: its own error is in the message.
+    let refusing = answering_server(|_| {
+        reply(
+            400,
+            "{\"status\":\"error\",\"errorType\":\"bad_data\",\"error\":\"invalid parameter \\\"query\\\"\"}",
+        )
+    });
+    let (code, _, stderr) = report(&["--prometheus", &format!("http://{refusing}"), "--since", "1h"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad_data: invalid parameter \"query\""),
+        "{stderr}"
+    );
+}
