@@ -10,8 +10,7 @@
 //!   130101 when throttled (20 messages a minute, then ten minutes' ban), 310000 when the
 //!   robot's security settings refuse it (keyword, signature, timestamp or IP).
 //!
-//! An endpoint's words are data, never markup: markdown's characters in them are escaped,
-//! so an error text cannot make a link or a heading.
+//! An endpoint's words are data, never markup (chat.rs escapes them).
 
 use std::time::{Duration, SystemTime};
 
@@ -21,9 +20,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Verdict;
-use crate::alert::{AlertEvent, Notification};
-use crate::config::{Diagnostics, OwnKeys, ReceiverKeys, Secret, Severity};
+use super::{Verdict, chat};
+use crate::alert::Notification;
+use crate::config::{Diagnostics, OwnKeys, ReceiverKeys, Secret};
 
 /// The keys only a dingtalk receiver takes.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -65,7 +64,7 @@ pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Optio
         keys.error(cx, "keyword", "is empty");
     }
     for (i, mobile) in own.at_mobiles.iter().enumerate() {
-        if mobile.is_empty() || !mobile.chars().all(|c| c.is_ascii_digit() || c == '+' || c == '-') {
+        if !chat::is_mobile(mobile) {
             keys.error(
                 cx,
                 &format!("at_mobiles[{i}]"),
@@ -88,8 +87,9 @@ pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Optio
 pub(super) const AFTER_TEST_PAGE: &str =
     "DingTalk got one message; nothing expires it, `--resolve` sends the resolved one.";
 
-/// Longest text sent: DingTalk cuts long markdown messages, and a page is read on a phone.
-const MAX_TEXT_CHARS: usize = 4000;
+/// Longest text sent, in bytes: DingTalk cuts long markdown messages (about 20,000
+/// bytes), and a page is read on a phone.
+const MAX_TEXT_BYTES: usize = 4000;
 
 /// Throttled robots are banned for ten minutes after 20 messages in a minute.
 const THROTTLED_FOR: Duration = Duration::from_secs(600);
@@ -120,34 +120,13 @@ fn sign(secret: &str, ms: u64) -> String {
 }
 
 pub fn body(spec: &Spec, n: &Notification) -> Value {
-    let a = &n.alert;
-    let mark = match n.event {
-        AlertEvent::Firing => "🚨",
-        AlertEvent::Reminder => "🔔 Still firing:",
-        AlertEvent::Resolved => "✅",
-    };
-    let title = format!("{mark} {}", crate::human::first_chars(&a.summary, 100));
-    let mut text = format!(
-        "### {mark} {}\n\n**{}** · {}\n\n{}",
-        markdown_escape(&a.summary),
-        a.severity.as_str(),
-        markdown_escape(&a.location),
-        markdown_escape(&a.description),
-    );
-    if !a.api_url.is_empty() {
-        text.push_str(&format!("\n\n[inferprobe: this probe's results]({})", a.api_url));
-    }
-    if let Some(runbook) = &a.runbook_url {
-        text.push_str(&format!(" · [Runbook]({runbook})"));
-    }
-    // Mentions wake people: for critical pages that fire, not for reminders or
-    // resolutions.
-    let mention = a.severity == Severity::Critical && n.event == AlertEvent::Firing;
-    let mobiles: Vec<&str> = if mention {
+    let mut text = chat::markdown(n, true);
+    let mobiles: Vec<&str> = if chat::wakes(n) {
         spec.at_mobiles.iter().map(String::as_str).collect()
     } else {
         Vec::new()
     };
+    // DingTalk mentions a mobile only when the text also says `@<mobile>`.
     if !mobiles.is_empty() {
         let ats: Vec<String> = mobiles.iter().map(|m| format!("@{m}")).collect();
         text.push_str(&format!("\n\n{}", ats.join(" ")));
@@ -155,55 +134,30 @@ pub fn body(spec: &Spec, n: &Notification) -> Value {
     if let Some(keyword) = &spec.keyword {
         text.push_str(&format!("\n\n{keyword}"));
     }
-    let text = crate::human::first_chars(&text, MAX_TEXT_CHARS);
     json!({
         "msgtype": "markdown",
-        "markdown": {"title": title, "text": text},
-        "at": {"atMobiles": mobiles, "isAtAll": mention && spec.at_all},
+        "markdown": {"title": chat::title(n), "text": chat::cut_bytes(&text, MAX_TEXT_BYTES)},
+        "at": {"atMobiles": mobiles, "isAtAll": chat::wakes(n) && spec.at_all},
     })
-}
-
-/// Markdown's characters in an endpoint's words, escaped: they stay text.
-fn markdown_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(
-            c,
-            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '<' | '>' | '|' | '~'
-        ) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The robot's word is its `errcode`, inside an HTTP 200.
 pub(super) fn verdict(status: u16, body: &str) -> Verdict {
-    if !(200..=299).contains(&status) {
-        return Verdict::by_status(status);
-    }
-    #[derive(Deserialize)]
-    struct Answer {
-        errcode: Option<i64>,
-    }
-    match serde_json::from_str::<Answer>(body).ok().and_then(|a| a.errcode) {
-        Some(0) => Verdict::Accepted,
-        Some(130101) => Verdict::Retry {
+    match chat::code(status, body, "errcode") {
+        Err(verdict) => verdict,
+        Ok(0) => Verdict::Accepted,
+        Ok(130101) => Verdict::Retry {
             at_least: Some(THROTTLED_FOR),
         },
-        Some(310000) => Verdict::Rejected {
+        Ok(310000) => Verdict::Rejected {
             hint: Some(
                 "the robot's security settings refused it: check `secret` (signing), `keyword`, or the robot's IP allow-list",
             ),
         },
-        Some(300001 | 400101 | 400102 | 400105 | 400106) => Verdict::Rejected {
+        Ok(300001 | 400101 | 400102 | 400105 | 400106) => Verdict::Rejected {
             hint: Some("the access_token in `url` is not a working robot's"),
         },
-        Some(_) => Verdict::Rejected { hint: None },
-        None => Verdict::Rejected {
-            hint: Some("not a DingTalk robot's answer: is `url` the robot's webhook?"),
-        },
+        Ok(_) => Verdict::Rejected { hint: None },
     }
 }
 
@@ -252,13 +206,5 @@ mod tests {
             );
         }
         assert_eq!(verdict(503, ""), Verdict::Retry { at_least: None });
-    }
-
-    #[test]
-    fn markdown_in_an_endpoints_words_stays_text() {
-        assert_eq!(
-            markdown_escape("[click](http://x) **now** # `x`"),
-            r"\[click\]\(http://x\) \*\*now\*\* \# \`x\`"
-        );
     }
 }

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use serde_yaml::Value;
 
-use super::{Verdict, alertmanager, dingtalk, pagerduty, slack, webhook};
+use super::{Verdict, alertmanager, dingtalk, feishu, pagerduty, slack, webhook, wecom};
 use crate::alert::Notification;
 use crate::config::{Diagnostics, KeysOf, KindList, ReceiverCommon, ReceiverConfig, ReceiverKeys, Secret};
 
@@ -43,16 +43,22 @@ pub enum ReceiverKind {
     Slack,
     /// A DingTalk (钉钉) custom robot: a markdown message, signed if the robot has a secret.
     Dingtalk,
+    /// A WeCom (企业微信) group robot: a markdown message, or text when it mentions.
+    Wecom,
+    /// A Feishu (飞书, Lark) custom bot: a card, signed if the bot has a secret.
+    Feishu,
 }
 
 impl ReceiverKind {
     /// Every kind, in the order of the list above.
-    pub const ALL: [ReceiverKind; 5] = [
+    pub const ALL: [ReceiverKind; 7] = [
         ReceiverKind::Alertmanager,
         ReceiverKind::Pagerduty,
         ReceiverKind::Webhook,
         ReceiverKind::Slack,
         ReceiverKind::Dingtalk,
+        ReceiverKind::Wecom,
+        ReceiverKind::Feishu,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,6 +68,8 @@ impl ReceiverKind {
             ReceiverKind::Webhook => "webhook",
             ReceiverKind::Slack => "slack",
             ReceiverKind::Dingtalk => "dingtalk",
+            ReceiverKind::Wecom => "wecom",
+            ReceiverKind::Feishu => "feishu",
         }
     }
 
@@ -75,6 +83,8 @@ impl ReceiverKind {
             ReceiverKind::Webhook => Some(webhook::AFTER_TEST_PAGE),
             ReceiverKind::Slack => Some(slack::AFTER_TEST_PAGE),
             ReceiverKind::Dingtalk => Some(dingtalk::AFTER_TEST_PAGE),
+            ReceiverKind::Wecom => Some(wecom::AFTER_TEST_PAGE),
+            ReceiverKind::Feishu => Some(feishu::AFTER_TEST_PAGE),
         }
     }
 
@@ -85,7 +95,9 @@ impl ReceiverKind {
             ReceiverKind::Alertmanager
             | ReceiverKind::Webhook
             | ReceiverKind::Slack
-            | ReceiverKind::Dingtalk => None,
+            | ReceiverKind::Dingtalk
+            | ReceiverKind::Wecom
+            | ReceiverKind::Feishu => None,
         }
     }
 }
@@ -104,6 +116,8 @@ impl KindList for ReceiverKind {
             ReceiverKind::Webhook => KeysOf::of::<webhook::Keys>(),
             ReceiverKind::Slack => KeysOf::of::<slack::Keys>(),
             ReceiverKind::Dingtalk => KeysOf::of::<dingtalk::Keys>(),
+            ReceiverKind::Wecom => KeysOf::of::<wecom::Keys>(),
+            ReceiverKind::Feishu => KeysOf::of::<feishu::Keys>(),
         }
     }
 }
@@ -116,6 +130,8 @@ pub enum ReceiverSpec {
     Webhook,
     Slack,
     Dingtalk(dingtalk::Spec),
+    Wecom(wecom::Spec),
+    Feishu(feishu::Spec),
 }
 
 impl ReceiverSpec {
@@ -127,7 +143,9 @@ impl ReceiverSpec {
             ReceiverSpec::Pagerduty(_)
             | ReceiverSpec::Webhook
             | ReceiverSpec::Slack
-            | ReceiverSpec::Dingtalk(_) => None,
+            | ReceiverSpec::Dingtalk(_)
+            | ReceiverSpec::Wecom(_)
+            | ReceiverSpec::Feishu(_) => None,
         }
     }
 
@@ -136,7 +154,11 @@ impl ReceiverSpec {
         match self {
             ReceiverSpec::Pagerduty(spec) => vec![&spec.routing_key],
             ReceiverSpec::Dingtalk(spec) => spec.secret.iter().collect(),
-            ReceiverSpec::Alertmanager(_) | ReceiverSpec::Webhook | ReceiverSpec::Slack => Vec::new(),
+            ReceiverSpec::Feishu(spec) => spec.secret.iter().collect(),
+            ReceiverSpec::Alertmanager(_)
+            | ReceiverSpec::Webhook
+            | ReceiverSpec::Slack
+            | ReceiverSpec::Wecom(_) => Vec::new(),
         }
     }
 }
@@ -156,6 +178,8 @@ pub(crate) fn check_spec(
         ReceiverKind::Webhook => run(cx, common, own, webhook::check).map(|()| ReceiverSpec::Webhook),
         ReceiverKind::Slack => run(cx, common, own, slack::check).map(|()| ReceiverSpec::Slack),
         ReceiverKind::Dingtalk => run(cx, common, own, dingtalk::check).map(ReceiverSpec::Dingtalk),
+        ReceiverKind::Wecom => run(cx, common, own, wecom::check).map(ReceiverSpec::Wecom),
+        ReceiverKind::Feishu => run(cx, common, own, feishu::check).map(ReceiverSpec::Feishu),
     }
 }
 
@@ -180,6 +204,8 @@ pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTi
         ReceiverSpec::Webhook => webhook::request(url, n, now),
         ReceiverSpec::Slack => slack::request(url, n),
         ReceiverSpec::Dingtalk(spec) => dingtalk::request(url, spec, n, now),
+        ReceiverSpec::Wecom(spec) => wecom::request(url, spec, n),
+        ReceiverSpec::Feishu(spec) => feishu::request(url, spec, n, now),
     }
 }
 
@@ -192,5 +218,7 @@ pub(super) fn verdict(kind: ReceiverKind, status: u16, body: &str) -> Verdict {
         ReceiverKind::Webhook => webhook::verdict(status, body),
         ReceiverKind::Slack => slack::verdict(status, body),
         ReceiverKind::Dingtalk => dingtalk::verdict(status, body),
+        ReceiverKind::Wecom => wecom::verdict(status, body),
+        ReceiverKind::Feishu => feishu::verdict(status, body),
     }
 }

@@ -15,11 +15,14 @@
 //! in an answer than its status (a platform that refuses inside an HTTP 200).
 
 mod alertmanager;
+mod chat;
 mod dingtalk;
+mod feishu;
 pub mod kinds;
 mod pagerduty;
 mod slack;
 mod webhook;
+mod wecom;
 
 pub use alertmanager::DEFAULT_RESEND_INTERVAL;
 pub use kinds::{ReceiverKind, ReceiverSpec};
@@ -457,7 +460,7 @@ mod tests {
         assert!(matches!(classify(302, None, ""), Delivery::Rejected { .. }));
     }
 
-    fn notification(event: AlertEvent) -> Notification {
+    pub(super) fn notification(event: AlertEvent) -> Notification {
         use crate::config::Severity;
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let mut alert = Alert::test("eu-west", "http://agent:9464", Severity::Critical, t);
@@ -576,6 +579,49 @@ mod tests {
     /// An endpoint's error text reaches every format as data: Slack cannot be made to
     /// mention the channel or show a disguised link; the JSON formats carry it as a
     /// string, whatever it holds.
+    fn dingtalk_spec() -> dingtalk::Spec {
+        dingtalk::Spec {
+            secret: None,
+            keyword: None,
+            at_mobiles: vec!["13800000000".into()],
+            at_all: true,
+        }
+    }
+
+    #[test]
+    fn a_critical_page_that_fires_wakes_people_and_no_other_does() {
+        let firing = notification(AlertEvent::Firing);
+        assert_eq!(firing.alert.severity, crate::config::Severity::Critical);
+        let ding = dingtalk::body(&dingtalk_spec(), &firing);
+        assert_eq!(ding["at"]["atMobiles"][0], "13800000000");
+        assert_eq!(ding["at"]["isAtAll"], true);
+        assert!(
+            ding["markdown"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("@13800000000")
+        );
+        let wecom_spec = wecom::Spec {
+            at_mobiles: vec!["13800000000".into()],
+            at_all: true,
+        };
+        let wecom = wecom::body(&wecom_spec, &firing);
+        assert_eq!(wecom["msgtype"], "text");
+        assert_eq!(
+            wecom["text"]["mentioned_mobile_list"],
+            serde_json::json!(["13800000000", "@all"])
+        );
+        for quiet in [
+            notification(AlertEvent::Resolved),
+            notification(AlertEvent::Reminder),
+        ] {
+            let ding = dingtalk::body(&dingtalk_spec(), &quiet);
+            assert_eq!(ding["at"]["isAtAll"], false);
+            assert_eq!(ding["at"]["atMobiles"], serde_json::json!([]));
+            assert_eq!(wecom::body(&wecom_spec, &quiet)["msgtype"], "markdown");
+        }
+    }
+
     #[test]
     fn endpoint_words_are_data_in_every_format() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_060);
@@ -602,6 +648,35 @@ mod tests {
         assert_eq!(pd["payload"]["custom_details"]["last_error"], hostile);
         let am = alertmanager::body(&[(&n.alert, AlertEvent::Firing)], now, Duration::from_secs(60));
         assert_eq!(am[0]["annotations"]["last_error"], hostile);
+        // The chat robots' markdown: an endpoint's link, heading or mention stays text.
+        n.alert.description = "see [here](https://evil.example) # big @all <at id=all></at>".into();
+        let ding = dingtalk::body(&dingtalk_spec(), &n);
+        let wecom = wecom::body(
+            &wecom::Spec {
+                at_mobiles: vec![],
+                at_all: false,
+            },
+            &n,
+        );
+        let feishu = feishu::body(
+            &feishu::Spec {
+                secret: None,
+                keyword: None,
+                at_all: false,
+            },
+            &n,
+        );
+        let texts = [
+            ding["markdown"]["text"].as_str().unwrap(),
+            wecom["markdown"]["content"].as_str().unwrap(),
+            feishu["card"]["elements"][0]["content"].as_str().unwrap(),
+        ];
+        for text in texts {
+            assert!(
+                text.contains(r"\[here\]\(https://evil.example\) \# big \@all \<at id=all\>"),
+                "{text}"
+            );
+        }
         for v in [&hook, &pd, &am] {
             let wire = serde_json::to_string(v).unwrap();
             let back: serde_json::Value = serde_json::from_str(&wire).unwrap();
