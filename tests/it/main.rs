@@ -22,6 +22,7 @@ mod alerting;
 mod architecture;
 mod browser_smoke;
 mod budget;
+mod chat_robots;
 mod config;
 mod daemon;
 mod deploy_kit;
