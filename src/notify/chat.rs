@@ -4,6 +4,7 @@
 use super::Verdict;
 use crate::alert::{AlertEvent, Notification};
 use crate::config::Severity;
+use crate::config::{Diagnostics, ReceiverKeys};
 
 /// The mark a page starts with.
 pub(super) fn mark(n: &Notification) -> &'static str {
@@ -81,9 +82,30 @@ pub(super) fn cut_bytes(text: &str, max: usize) -> String {
 /// A robot's limit is per minute: a throttled message is tried again no sooner than this.
 pub(super) const THROTTLED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A mobile number as the robots take them: digits, with `+` and `-`.
-pub(super) fn is_mobile(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '+' || c == '-')
+/// The keys the robots share, checked: a signing `secret` and a `keyword` are not
+/// blank, and each of `at_mobiles` is a mobile number (digits, with `+` and `-`).
+pub(super) fn check_robot_keys<K>(
+    cx: &mut Diagnostics,
+    keys: &ReceiverKeys<'_, K>,
+    secret: Option<&str>,
+    keyword: Option<&str>,
+    at_mobiles: &[String],
+) {
+    for (name, value) in [("secret", secret), ("keyword", keyword)] {
+        if value.is_some_and(|v| v.trim().is_empty()) {
+            keys.error(cx, name, "is empty");
+        }
+    }
+    for (i, mobile) in at_mobiles.iter().enumerate() {
+        let digits = mobile.chars().all(|c| c.is_ascii_digit() || c == '+' || c == '-');
+        if mobile.is_empty() || !digits {
+            keys.error(
+                cx,
+                &format!("at_mobiles[{i}]"),
+                "must be a mobile number (digits)",
+            );
+        }
+    }
 }
 
 /// The robot's result code (`field` of its JSON answer) from a successful HTTP answer;

@@ -57,21 +57,13 @@ pub struct Spec {
 pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
     let before = cx.error_count();
     let own = &keys.own;
-    if own.secret.as_deref().is_some_and(|s| s.trim().is_empty()) {
-        keys.error(cx, "secret", "is empty");
-    }
-    if own.keyword.as_deref().is_some_and(|k| k.trim().is_empty()) {
-        keys.error(cx, "keyword", "is empty");
-    }
-    for (i, mobile) in own.at_mobiles.iter().enumerate() {
-        if !chat::is_mobile(mobile) {
-            keys.error(
-                cx,
-                &format!("at_mobiles[{i}]"),
-                "must be a mobile number (digits)",
-            );
-        }
-    }
+    chat::check_robot_keys(
+        cx,
+        &keys,
+        own.secret.as_deref(),
+        own.keyword.as_deref(),
+        &own.at_mobiles,
+    );
     if cx.error_count() > before {
         return None;
     }

@@ -51,12 +51,7 @@ pub struct Spec {
 pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
     let before = cx.error_count();
     let own = &keys.own;
-    if own.secret.as_deref().is_some_and(|s| s.trim().is_empty()) {
-        keys.error(cx, "secret", "is empty");
-    }
-    if own.keyword.as_deref().is_some_and(|k| k.trim().is_empty()) {
-        keys.error(cx, "keyword", "is empty");
-    }
+    chat::check_robot_keys(cx, &keys, own.secret.as_deref(), own.keyword.as_deref(), &[]);
     (cx.error_count() == before).then(|| Spec {
         secret: own.secret.clone().map(Secret::new),
         keyword: own.keyword.clone(),

@@ -42,15 +42,7 @@ pub struct Spec {
 
 pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
     let before = cx.error_count();
-    for (i, mobile) in keys.own.at_mobiles.iter().enumerate() {
-        if !chat::is_mobile(mobile) {
-            keys.error(
-                cx,
-                &format!("at_mobiles[{i}]"),
-                "must be a mobile number (digits)",
-            );
-        }
-    }
+    chat::check_robot_keys(cx, &keys, None, None, &keys.own.at_mobiles);
     (cx.error_count() == before).then(|| Spec {
         at_mobiles: keys.own.at_mobiles.clone(),
         at_all: keys.own.at_all,
