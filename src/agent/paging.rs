@@ -114,6 +114,9 @@ pub(super) struct Paging {
     metrics: Arc<Metrics>,
     pub(super) active: watch::Sender<Arc<Vec<Firing>>>,
     receivers: Mutex<Tasks<ReceiverConfig, Arc<Notify>>>,
+    /// The chat robots' per-minute buckets: a reload replaces a robot's delivery loop,
+    /// not what it has sent this minute.
+    pacing: Arc<notify::Pacing>,
 }
 
 impl Paging {
@@ -158,6 +161,7 @@ impl Paging {
             metrics,
             active,
             receivers: Mutex::new(Tasks::default()),
+            pacing: Arc::default(),
         };
         paging.publish(
             &mut paging.state.lock().expect("paging lock").alerting,
@@ -185,6 +189,7 @@ impl Paging {
                     store: self.store.clone(),
                     metrics: self.metrics.clone(),
                     active: self.active.subscribe(),
+                    pacing: self.pacing.clone(),
                 };
                 let name = config.name.clone();
                 let delivering: Delivering = Running::spawn(config, wake.clone(), |cancel| {

@@ -49,6 +49,109 @@ pub(super) fn wakes(n: &Notification) -> bool {
     n.alert.severity == Severity::Critical && n.event == AlertEvent::Firing
 }
 
+/// One message to a robot, whatever it carries (one page, or several merged): each
+/// robot's file turns it into its platform's body, adding mentions and its keyword.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Message {
+    /// Plain and short (a DingTalk title, a Feishu card's header).
+    pub title: String,
+    /// The title as a markdown heading's text: an endpoint's words escaped.
+    pub heading: String,
+    /// The body as markdown, without the heading.
+    pub markdown: String,
+    /// The body as plain text, for messages that mention (WeCom's `text`).
+    pub plain: String,
+    /// Whether it should wake the people the robot mentions ([`wakes`]).
+    pub wakes: bool,
+    /// Whether everything in it is resolved (a green card rather than a red one).
+    pub all_clear: bool,
+}
+
+impl Message {
+    /// One page.
+    pub fn page(n: &Notification) -> Message {
+        let a = &n.alert;
+        let mut plain = format!("{} · {}\n{}", a.severity.as_str(), a.location, a.description);
+        if !a.api_url.is_empty() {
+            plain.push_str(&format!("\n{}", a.api_url));
+        }
+        Message {
+            title: title(n),
+            heading: format!("{} {}", mark(n), escape(&a.summary)),
+            markdown: markdown(n, false),
+            plain,
+            wakes: wakes(n),
+            all_clear: n.event == AlertEvent::Resolved,
+        }
+    }
+
+    /// The first of `pages` merged into one message of at most about `max_bytes`: one
+    /// line each, naming its alert, as many as fit; the count taken is returned, and the
+    /// message says how many more follow. A robot's limit is per message, so a storm of
+    /// changes goes out in a few messages rather than being throttled (and lost to a ban).
+    pub fn merged(pages: &[Notification], max_bytes: usize) -> (Message, usize) {
+        // Room kept for the heading, the "more follow" line, mentions and a keyword.
+        let budget = max_bytes.saturating_sub(600);
+        let (mut markdown, mut plain) = (String::new(), String::new());
+        let mut taken = 0;
+        for n in pages {
+            let a = &n.alert;
+            let summary = crate::human::first_chars(&a.summary, 160);
+            let mut md = format!(
+                "- {} **{}** · {} · {}",
+                mark(n),
+                escape(summary),
+                a.severity.as_str(),
+                escape(&a.location)
+            );
+            if !a.api_url.is_empty() {
+                md.push_str(&format!(" · [results]({})", a.api_url));
+            }
+            let text = format!("- {} {} · {}", mark(n), summary, a.severity.as_str());
+            // The first always goes in, cut if it must, so a message is never empty.
+            if taken > 0 && markdown.len().max(plain.len()) + md.len().max(text.len()) + 1 > budget {
+                break;
+            }
+            markdown.push_str(&cut_bytes(&md, budget));
+            markdown.push('\n');
+            plain.push_str(&cut_bytes(&text, budget));
+            plain.push('\n');
+            taken += 1;
+        }
+        let merged = &pages[..taken];
+        let count = |event: AlertEvent| merged.iter().filter(|n| n.event == event).count();
+        let mut parts = Vec::new();
+        for (event, word) in [
+            (AlertEvent::Firing, "firing"),
+            (AlertEvent::Reminder, "still firing"),
+            (AlertEvent::Resolved, "resolved"),
+        ] {
+            let n = count(event);
+            if n > 0 {
+                parts.push(format!("{n} {word}"));
+            }
+        }
+        let all_clear = merged.iter().all(|n| n.event == AlertEvent::Resolved);
+        let mark = if all_clear { "✅" } else { "🚨" };
+        let title = format!("{mark} {} alerts changed: {}", taken, parts.join(", "));
+        let rest = pages.len() - taken;
+        if rest > 0 {
+            let more = format!("…and {rest} more in the next message");
+            markdown.push_str(&more);
+            plain.push_str(&more);
+        }
+        let message = Message {
+            heading: title.clone(),
+            title,
+            markdown: markdown.trim_end().to_owned(),
+            plain: plain.trim_end().to_owned(),
+            wakes: merged.iter().any(wakes),
+            all_clear,
+        };
+        (message, taken)
+    }
+}
+
 /// Markdown's characters in an endpoint's words, escaped: they stay text, so an error
 /// body cannot make a link, a heading or a mention.
 pub(super) fn escape(s: &str) -> String {
@@ -108,6 +211,20 @@ pub(super) fn check_robot_keys<K>(
     }
 }
 
+/// The robots' own limit when the receiver sets none: DingTalk and WeCom take 20 a
+/// minute (DingTalk then bans the robot for ten minutes).
+pub(super) const DEFAULT_MAX_PER_MINUTE: u32 = 20;
+
+/// `max_per_minute`, checked: at least 2 (one message at once and one more within the
+/// minute, see pace.rs) and at most Feishu's 100.
+pub(super) fn max_per_minute<K>(cx: &mut Diagnostics, keys: &ReceiverKeys<'_, K>, value: Option<u32>) -> u32 {
+    let value = value.unwrap_or(DEFAULT_MAX_PER_MINUTE);
+    if !(2..=100).contains(&value) {
+        keys.error(cx, "max_per_minute", "must be between 2 and 100");
+    }
+    value
+}
+
 /// The robot's result code (`field` of its JSON answer) from a successful HTTP answer;
 /// the verdict already, when the status says it or the answer is not a robot's.
 pub(super) fn code(status: u16, body: &str, field: &str) -> Result<i64, Verdict> {
@@ -132,6 +249,39 @@ mod tests {
             escape("[click](http://x) **now** # `x` @all"),
             r"\[click\]\(http://x\) \*\*now\*\* \# \`x\` \@all"
         );
+    }
+
+    fn pages(n: usize) -> Vec<Notification> {
+        (0..n)
+            .map(|i| {
+                let mut page = crate::notify::tests::notification(AlertEvent::Firing);
+                page.alert.summary =
+                    format!("svc-{i:03} is DOWN from 华东-上海: the server fails (HTTP 5xx)");
+                page
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_merged_message_names_what_fits_and_says_how_many_follow() {
+        let storm = pages(300);
+        let (m, taken) = Message::merged(&storm, 4000);
+        assert!(taken > 1 && taken < 300, "{taken}");
+        assert!(m.markdown.len() + m.heading.len() < 4000, "{}", m.markdown.len());
+        for (i, page) in storm.iter().enumerate() {
+            let named = m.markdown.contains(&page.alert.summary[..7]);
+            assert_eq!(named, i < taken, "svc-{i:03}");
+        }
+        assert!(
+            m.markdown
+                .ends_with(&format!("…and {} more in the next message", 300 - taken))
+        );
+        assert!(m.wakes, "a critical page that fires is among them");
+        assert_eq!(m.title, format!("🚨 {taken} alerts changed: {taken} firing"));
+
+        let (m, taken) = Message::merged(&storm[..3], 4000);
+        assert_eq!(taken, 3);
+        assert!(!m.markdown.contains("more in the next message"));
     }
 
     #[test]

@@ -20,8 +20,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Verdict, chat};
-use crate::alert::Notification;
+use super::Verdict;
+use super::chat::{self, Message};
 use crate::config::{Diagnostics, OwnKeys, ReceiverKeys, Secret};
 
 /// The keys only a dingtalk receiver takes.
@@ -40,6 +40,10 @@ pub(crate) struct Keys {
     /// dingtalk: mention everyone in the group (@all) on critical pages.
     #[serde(default)]
     at_all: bool,
+    /// dingtalk: the most messages sent to this robot in any minute (2 to 100; default
+    /// 20, DingTalk's own limit, past which it bans the robot for ten minutes); when more
+    /// alerts change, they are merged into fewer messages, each naming every alert.
+    max_per_minute: Option<u32>,
 }
 
 impl OwnKeys for Keys {
@@ -52,6 +56,7 @@ pub struct Spec {
     pub keyword: Option<String>,
     pub at_mobiles: Vec<String>,
     pub at_all: bool,
+    pub max_per_minute: u32,
 }
 
 pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
@@ -64,6 +69,7 @@ pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Optio
         own.keyword.as_deref(),
         &own.at_mobiles,
     );
+    let max_per_minute = chat::max_per_minute(cx, &keys, own.max_per_minute);
     if cx.error_count() > before {
         return None;
     }
@@ -72,6 +78,7 @@ pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Optio
         keyword: own.keyword.clone(),
         at_mobiles: own.at_mobiles.clone(),
         at_all: own.at_all,
+        max_per_minute,
     })
 }
 
@@ -81,18 +88,18 @@ pub(super) const AFTER_TEST_PAGE: &str =
 
 /// Longest text sent, in bytes: DingTalk cuts long markdown messages (about 20,000
 /// bytes), and a page is read on a phone.
-const MAX_TEXT_BYTES: usize = 4000;
+pub(super) const MAX_TEXT_BYTES: usize = 4000;
 
 /// Throttled robots are banned for ten minutes after 20 messages in a minute.
 const THROTTLED_FOR: Duration = Duration::from_secs(600);
 
 /// One markdown message, to the robot's URL, signed if the robot has a secret.
-pub(super) fn request(url: &str, spec: &Spec, n: &Notification, now: SystemTime) -> (String, Value) {
+pub(super) fn request(url: &str, spec: &Spec, message: &Message, now: SystemTime) -> (String, Value) {
     let url = match &spec.secret {
         Some(secret) => signed_url(url, secret.expose(), now),
         None => url.to_owned(),
     };
-    (url, body(spec, n))
+    (url, message_body(spec, message))
 }
 
 /// `url` with DingTalk's `timestamp` and `sign` added.
@@ -111,25 +118,34 @@ fn sign(secret: &str, ms: u64) -> String {
     utf8_percent_encode(&encoded, NON_ALPHANUMERIC).to_string()
 }
 
-pub fn body(spec: &Spec, n: &Notification) -> Value {
-    let mut text = chat::markdown(n, true);
-    let mobiles: Vec<&str> = if chat::wakes(n) {
+/// One page's message body (the tests' view of what a page looks like).
+#[cfg(test)]
+pub fn body(spec: &Spec, n: &crate::alert::Notification) -> Value {
+    message_body(spec, &Message::page(n))
+}
+
+fn message_body(spec: &Spec, m: &Message) -> Value {
+    let mobiles: Vec<&str> = if m.wakes {
         spec.at_mobiles.iter().map(String::as_str).collect()
     } else {
         Vec::new()
     };
-    // DingTalk mentions a mobile only when the text also says `@<mobile>`.
+    // DingTalk mentions a mobile only when the text also says `@<mobile>`; the
+    // mentions and the keyword come after the cut, so a long page keeps them.
+    let mut tail = String::new();
     if !mobiles.is_empty() {
         let ats: Vec<String> = mobiles.iter().map(|m| format!("@{m}")).collect();
-        text.push_str(&format!("\n\n{}", ats.join(" ")));
+        tail.push_str(&format!("\n\n{}", ats.join(" ")));
     }
     if let Some(keyword) = &spec.keyword {
-        text.push_str(&format!("\n\n{keyword}"));
+        tail.push_str(&format!("\n\n{keyword}"));
     }
+    let text = format!("### {}\n\n{}", m.heading, m.markdown);
+    let text = chat::cut_bytes(&text, MAX_TEXT_BYTES.saturating_sub(tail.len())) + &tail;
     json!({
         "msgtype": "markdown",
-        "markdown": {"title": chat::title(n), "text": chat::cut_bytes(&text, MAX_TEXT_BYTES)},
-        "at": {"atMobiles": mobiles, "isAtAll": chat::wakes(n) && spec.at_all},
+        "markdown": {"title": m.title, "text": text},
+        "at": {"atMobiles": mobiles, "isAtAll": m.wakes && spec.at_all},
     })
 }
 

@@ -18,8 +18,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Verdict, chat};
-use crate::alert::{AlertEvent, Notification};
+use super::Verdict;
+use super::chat::{self, Message};
 use crate::config::{Diagnostics, OwnKeys, ReceiverKeys, Secret};
 
 /// The keys only a feishu receiver takes.
@@ -35,6 +35,10 @@ pub(crate) struct Keys {
     /// feishu: mention everyone in the group (@all) on critical pages.
     #[serde(default)]
     at_all: bool,
+    /// feishu: the most messages sent to this bot in any minute (2 to 100; default 20;
+    /// Feishu's own limit is 100 a minute and 5 a second); when more alerts change, they
+    /// are merged into fewer messages, each naming every alert.
+    max_per_minute: Option<u32>,
 }
 
 impl OwnKeys for Keys {
@@ -46,16 +50,19 @@ pub struct Spec {
     pub secret: Option<Secret>,
     pub keyword: Option<String>,
     pub at_all: bool,
+    pub max_per_minute: u32,
 }
 
 pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
     let before = cx.error_count();
     let own = &keys.own;
     chat::check_robot_keys(cx, &keys, own.secret.as_deref(), own.keyword.as_deref(), &[]);
+    let max_per_minute = chat::max_per_minute(cx, &keys, own.max_per_minute);
     (cx.error_count() == before).then(|| Spec {
         secret: own.secret.clone().map(Secret::new),
         keyword: own.keyword.clone(),
         at_all: own.at_all,
+        max_per_minute,
     })
 }
 
@@ -64,11 +71,11 @@ pub(super) const AFTER_TEST_PAGE: &str =
     "Feishu got one card; nothing expires it, `--resolve` sends the resolved one.";
 
 /// The card's text, in bytes: Feishu takes 20 KB of body, and a page is read on a phone.
-const MAX_TEXT_BYTES: usize = 8000;
+pub(super) const MAX_TEXT_BYTES: usize = 8000;
 
 /// One card, signed in its body if the bot has a secret.
-pub(super) fn request(url: &str, spec: &Spec, n: &Notification, now: SystemTime) -> (String, Value) {
-    let mut body = body(spec, n);
+pub(super) fn request(url: &str, spec: &Spec, message: &Message, now: SystemTime) -> (String, Value) {
+    let mut body = message_body(spec, message);
     if let Some(secret) = &spec.secret {
         let seconds = crate::unix_time::unix_ms(now) / 1000;
         body["timestamp"] = Value::String(seconds.to_string());
@@ -85,27 +92,32 @@ fn sign(secret: &str, seconds: u64) -> String {
     base64::engine::general_purpose::STANDARD.encode(tag.as_ref())
 }
 
-pub fn body(spec: &Spec, n: &Notification) -> Value {
-    let mut text = chat::markdown(n, false);
-    if chat::wakes(n) && spec.at_all {
-        text.push_str("\n\n<at id=all></at>");
+/// One page's card (the tests' view of what a page looks like).
+#[cfg(test)]
+pub fn body(spec: &Spec, n: &crate::alert::Notification) -> Value {
+    message_body(spec, &Message::page(n))
+}
+
+fn message_body(spec: &Spec, m: &Message) -> Value {
+    // The mention and the keyword come after the cut, so a long page keeps them.
+    let mut tail = String::new();
+    if m.wakes && spec.at_all {
+        tail.push_str("\n\n<at id=all></at>");
     }
     if let Some(keyword) = &spec.keyword {
-        text.push_str(&format!("\n\n{keyword}"));
+        tail.push_str(&format!("\n\n{keyword}"));
     }
-    let template = match n.event {
-        AlertEvent::Firing | AlertEvent::Reminder => "red",
-        AlertEvent::Resolved => "green",
-    };
+    let text = chat::cut_bytes(&m.markdown, MAX_TEXT_BYTES.saturating_sub(tail.len())) + &tail;
+    let template = if m.all_clear { "green" } else { "red" };
     json!({
         "msg_type": "interactive",
         "card": {
             "config": {"wide_screen_mode": true},
             "header": {
-                "title": {"tag": "plain_text", "content": chat::title(n)},
+                "title": {"tag": "plain_text", "content": m.title},
                 "template": template,
             },
-            "elements": [{"tag": "markdown", "content": chat::cut_bytes(&text, MAX_TEXT_BYTES)}],
+            "elements": [{"tag": "markdown", "content": text}],
         },
     })
 }
@@ -136,6 +148,7 @@ pub(super) fn verdict(status: u16, body: &str) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alert::AlertEvent;
 
     /// The documented algorithm, computed independently (Python's hmac, hashlib and
     /// base64) for this secret and timestamp; DingTalk's scheme gives another answer.
@@ -149,10 +162,16 @@ mod tests {
             secret: Some(Secret::new("feishu-secret")),
             keyword: None,
             at_all: false,
+            max_per_minute: 20,
         };
         let n = crate::notify::tests::notification(AlertEvent::Firing);
         let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
-        let (_, body) = request("https://open.feishu.cn/open-apis/bot/v2/hook/H", &spec, &n, now);
+        let (_, body) = request(
+            "https://open.feishu.cn/open-apis/bot/v2/hook/H",
+            &spec,
+            &Message::page(&n),
+            now,
+        );
         assert_eq!(body["timestamp"], "1700000000");
         assert_eq!(body["sign"], "OrBzY1Y01Gq+HgJsl+7OfWcMVwc7YocohQm5iiZwjhU=");
         assert_eq!(body["msg_type"], "interactive");

@@ -25,6 +25,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use serde_yaml::Value;
 
+use super::chat::Message;
 use super::{Verdict, alertmanager, dingtalk, feishu, pagerduty, slack, webhook, wecom};
 use crate::alert::Notification;
 use crate::config::{Diagnostics, KeysOf, KindList, ReceiverCommon, ReceiverConfig, ReceiverKeys, Secret};
@@ -149,6 +150,21 @@ impl ReceiverSpec {
         }
     }
 
+    /// The most messages a minute the receiver takes, for the chat robots, which
+    /// throttle (and ban) past their limit; changes beyond it are merged into one
+    /// message ([`super::chat::Message::merged`]). `None`: one message per notification.
+    pub fn max_per_minute(&self) -> Option<u32> {
+        match self {
+            ReceiverSpec::Dingtalk(spec) => Some(spec.max_per_minute),
+            ReceiverSpec::Wecom(spec) => Some(spec.max_per_minute),
+            ReceiverSpec::Feishu(spec) => Some(spec.max_per_minute),
+            ReceiverSpec::Alertmanager(_)
+            | ReceiverSpec::Pagerduty(_)
+            | ReceiverSpec::Webhook
+            | ReceiverSpec::Slack => None,
+        }
+    }
+
     /// The credentials among its own keys, for the redactor.
     pub fn secrets(&self) -> Vec<&Secret> {
         match self {
@@ -203,10 +219,42 @@ pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTi
         ReceiverSpec::Pagerduty(spec) => pagerduty::request(url, spec, n),
         ReceiverSpec::Webhook => webhook::request(url, n, now),
         ReceiverSpec::Slack => slack::request(url, n),
-        ReceiverSpec::Dingtalk(spec) => dingtalk::request(url, spec, n, now),
-        ReceiverSpec::Wecom(spec) => wecom::request(url, spec, n),
-        ReceiverSpec::Feishu(spec) => feishu::request(url, spec, n, now),
+        ReceiverSpec::Dingtalk(spec) => dingtalk::request(url, spec, &Message::page(n), now),
+        ReceiverSpec::Wecom(spec) => wecom::request(url, spec, &Message::page(n)),
+        ReceiverSpec::Feishu(spec) => feishu::request(url, spec, &Message::page(n), now),
     }
+}
+
+/// One message to a chat robot naming the first of `pages`, as many as fit its size
+/// cap, and how many it took; `None` for receivers that take one page per request.
+pub(super) fn merged_request(
+    receiver: &ReceiverConfig,
+    pages: &[Notification],
+    now: SystemTime,
+) -> Option<(String, Json, usize)> {
+    let url = receiver.url.expose();
+    let (url, body, taken) = match &receiver.spec {
+        ReceiverSpec::Dingtalk(spec) => {
+            let (m, taken) = Message::merged(pages, dingtalk::MAX_TEXT_BYTES);
+            let (url, body) = dingtalk::request(url, spec, &m, now);
+            (url, body, taken)
+        }
+        ReceiverSpec::Wecom(spec) => {
+            let (m, taken) = Message::merged(pages, wecom::MAX_CONTENT_BYTES);
+            let (url, body) = wecom::request(url, spec, &m);
+            (url, body, taken)
+        }
+        ReceiverSpec::Feishu(spec) => {
+            let (m, taken) = Message::merged(pages, feishu::MAX_TEXT_BYTES);
+            let (url, body) = feishu::request(url, spec, &m, now);
+            (url, body, taken)
+        }
+        ReceiverSpec::Alertmanager(_)
+        | ReceiverSpec::Pagerduty(_)
+        | ReceiverSpec::Webhook
+        | ReceiverSpec::Slack => return None,
+    };
+    Some((url, body, taken))
 }
 
 /// What the answer of a receiver of `kind` says: its status, and its body where the

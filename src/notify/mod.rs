@@ -19,6 +19,7 @@ mod chat;
 mod dingtalk;
 mod feishu;
 pub mod kinds;
+mod pace;
 mod pagerduty;
 mod slack;
 mod webhook;
@@ -26,6 +27,7 @@ mod wecom;
 
 pub use alertmanager::DEFAULT_RESEND_INTERVAL;
 pub use kinds::{ReceiverKind, ReceiverSpec};
+pub use pace::Pacing;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -38,7 +40,7 @@ use crate::config::ReceiverConfig;
 use crate::metrics::Metrics;
 use crate::net::{TlsRoots, backoff, describe_error, read_capped, retry_after};
 use crate::redact::SharedRedactor;
-use crate::store::AlertStore;
+use crate::store::{AlertStore, Pending};
 
 /// What a receiver's answer means, as its kind reads it (`verdict` in its file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +131,16 @@ impl Receiver {
     pub async fn send(&self, n: &Notification, now: SystemTime) -> Delivery {
         let (url, body) = kinds::request(&self.config, n, now);
         self.post(&url, &body).await
+    }
+
+    /// Sends the first of `pages` merged into one message (a chat robot's, see
+    /// [`kinds::merged_request`]); returns how many it carried. A receiver that takes
+    /// one page per request is sent the first alone.
+    async fn send_merged(&self, pages: &[Notification], now: SystemTime) -> (Delivery, usize) {
+        match kinds::merged_request(&self.config, pages, now) {
+            Some((url, body, taken)) => (self.post(&url, &body).await, taken),
+            None => (self.send(&pages[0], now).await, 1),
+        }
     }
 
     /// Sends one notification now, not through the outbox (`test-alert`: the operator
@@ -239,6 +251,8 @@ pub struct DeliveryContext {
     pub metrics: Arc<Metrics>,
     /// Alerts active now, for Alertmanager's re-sends.
     pub active: watch::Receiver<Arc<Vec<Firing>>>,
+    /// The chat robots' per-minute buckets, kept across reloads.
+    pub pacing: Arc<Pacing>,
 }
 
 /// Drains `receiver`'s outbox until `cancel`: oldest first, each until accepted,
@@ -318,55 +332,80 @@ pub async fn deliver(
             }
             continue;
         }
-        let pending = head.expect("a due notification");
-        let queued: Notification = match serde_json::from_str(&pending.payload) {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::error!(receiver = %name, id = pending.id, error = %e, "Dropping an unreadable notification from the outbox.");
-                remove(&cx, pending.id).await;
-                continue;
+        let head = head.expect("a due notification");
+        // A chat robot: not past its limit; what is due behind the head goes with it.
+        let batch = match receiver.config.spec.max_per_minute() {
+            Some(limit) => {
+                let wait = cx.pacing.wait(&name, limit, tokio::time::Instant::now());
+                if !wait.is_zero() {
+                    sleep_or_cancel(wait, &cancel).await;
+                    continue;
+                }
+                due_batch(&cx, &name, head, now).await
             }
+            None => vec![head],
         };
-        let event = queued.event.as_str();
-        if now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after {
-            tracing::error!(receiver = %name, id = %queued.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
-            cx.metrics.notification(&name, event, "expired");
-            remove(&cx, pending.id).await;
+        let mut pages = readable(&cx, &receiver, batch, now).await;
+        if pages.is_empty() {
             publish_pending(&cx, &name).await;
             continue;
         }
-        let notification = if resends {
-            latest_state(queued, &current_alerts(&cx.active, now))
-        } else {
-            queued
-        };
+        if resends {
+            let active = current_alerts(&cx.active, now);
+            for (_, n) in &mut pages {
+                *n = latest_state(n.clone(), &active);
+            }
+        }
         // Not raced with `cancel`: a send is bounded by the receiver's timeout, and
         // one cut off after the receiver took it would be sent again.
-        match receiver.send(&notification, now).await {
+        let (delivery, taken) = match &pages[..] {
+            [(_, one)] => (receiver.send(one, now).await, 1),
+            many => {
+                let notifications: Vec<Notification> = many.iter().map(|(_, n)| n.clone()).collect();
+                receiver.send_merged(&notifications, now).await
+            }
+        };
+        if let Some(limit) = receiver.config.spec.max_per_minute() {
+            cx.pacing.spend(&name, limit, tokio::time::Instant::now());
+        }
+        let sent = &pages[..taken];
+        let merged = taken > 1;
+        match delivery {
             Delivery::Accepted => {
-                cx.metrics.notification(&name, event, "delivered");
-                remove(&cx, pending.id).await;
-                tracing::info!(receiver = %name, id = %notification.id, event, summary = %notification.alert.summary, "Notification delivered.");
+                for (pending, n) in sent {
+                    let event = n.event.as_str();
+                    cx.metrics.notification(&name, event, "delivered");
+                    remove(&cx, pending.id).await;
+                    tracing::info!(receiver = %name, id = %n.id, event, merged, summary = %n.alert.summary, "Notification delivered.");
+                }
             }
             Delivery::Rejected { why } => {
-                cx.metrics.notification(&name, event, "rejected");
-                remove(&cx, pending.id).await;
-                tracing::error!(receiver = %name, id = %notification.id, event, error = %why, "Receiver rejected a notification; dropped (a 4xx is not retried).");
+                for (pending, n) in sent {
+                    let event = n.event.as_str();
+                    cx.metrics.notification(&name, event, "rejected");
+                    remove(&cx, pending.id).await;
+                    tracing::error!(receiver = %name, id = %n.id, event, merged, error = %why, "Receiver rejected a notification; dropped (a 4xx is not retried).");
+                }
             }
             Delivery::Retry { after, why } => {
-                cx.metrics.notification(&name, event, "failed");
-                let attempts = pending.attempts + 1;
+                let attempts = sent.iter().map(|(p, _)| p.attempts).max().unwrap_or(0) + 1;
                 // A Retry-After is honoured, up to our own longest wait.
                 let wait = backoff(attempts, receiver.config.max_backoff)
                     .max(after.unwrap_or_default().min(receiver.config.max_backoff));
-                tracing::warn!(receiver = %name, id = %notification.id, event, attempts, retry_in = ?wait, error = %why, "Notification not delivered; will retry.");
-                let store = cx.store.clone();
-                let id = pending.id;
-                let saved = tokio::task::spawn_blocking(move || {
-                    store.retry_at(id, attempts, SystemTime::now() + wait)
-                })
-                .await;
-                if !matches!(saved, Ok(Ok(()))) {
+                let mut saved = true;
+                for (pending, n) in sent {
+                    let event = n.event.as_str();
+                    cx.metrics.notification(&name, event, "failed");
+                    tracing::warn!(receiver = %name, id = %n.id, event, attempts, merged, retry_in = ?wait, error = %why, "Notification not delivered; will retry.");
+                    let store = cx.store.clone();
+                    let id = pending.id;
+                    let stored = tokio::task::spawn_blocking(move || {
+                        store.retry_at(id, attempts, SystemTime::now() + wait)
+                    })
+                    .await;
+                    saved &= matches!(stored, Ok(Ok(())));
+                }
+                if !saved {
                     // The retry time is not stored: wait here instead of hammering.
                     sleep_or_cancel(wait, &cancel).await;
                 }
@@ -374,6 +413,60 @@ pub async fn deliver(
         }
         publish_pending(&cx, &name).await;
     }
+}
+
+/// Longest run of notifications one chat message merges: more than any robot's size
+/// cap holds, so the cap decides.
+const MAX_MERGED: usize = 200;
+
+/// The head and the notifications right behind it that are due too, in order: one
+/// not yet due stops the run, so nothing overtakes what is queued before it.
+async fn due_batch(cx: &DeliveryContext, receiver: &str, head: Pending, now: SystemTime) -> Vec<Pending> {
+    let store = cx.store.clone();
+    let name = receiver.to_owned();
+    let queued = tokio::task::spawn_blocking(move || store.pending_batch(&name, MAX_MERGED)).await;
+    let Ok(Ok(queued)) = queued else {
+        return vec![head];
+    };
+    let due: Vec<Pending> = queued
+        .into_iter()
+        .take_while(|p| p.next_attempt_at <= now)
+        .collect();
+    if due.first().is_some_and(|p| p.id == head.id) {
+        due
+    } else {
+        vec![head]
+    }
+}
+
+/// The notifications of `batch` still worth sending: one that cannot be read, or was
+/// undeliverable for longer than `give_up_after`, leaves the outbox here.
+async fn readable(
+    cx: &DeliveryContext,
+    receiver: &Receiver,
+    batch: Vec<Pending>,
+    now: SystemTime,
+) -> Vec<(Pending, Notification)> {
+    let name = receiver.name();
+    let mut pages = Vec::with_capacity(batch.len());
+    for pending in batch {
+        let queued: Notification = match serde_json::from_str(&pending.payload) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(receiver = %name, id = pending.id, error = %e, "Dropping an unreadable notification from the outbox.");
+                remove(cx, pending.id).await;
+                continue;
+            }
+        };
+        if now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after {
+            tracing::error!(receiver = %name, id = %queued.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
+            cx.metrics.notification(name, queued.event.as_str(), "expired");
+            remove(cx, pending.id).await;
+            continue;
+        }
+        pages.push((pending, queued));
+    }
+    pages
 }
 
 /// Firing alerts and those resolved lately, as paging last published them.
@@ -585,6 +678,7 @@ mod tests {
             keyword: None,
             at_mobiles: vec!["13800000000".into()],
             at_all: true,
+            max_per_minute: 20,
         }
     }
 
@@ -604,6 +698,7 @@ mod tests {
         let wecom_spec = wecom::Spec {
             at_mobiles: vec!["13800000000".into()],
             at_all: true,
+            max_per_minute: 20,
         };
         let wecom = wecom::body(&wecom_spec, &firing);
         assert_eq!(wecom["msgtype"], "text");
@@ -655,6 +750,7 @@ mod tests {
             &wecom::Spec {
                 at_mobiles: vec![],
                 at_all: false,
+                max_per_minute: 20,
             },
             &n,
         );
@@ -663,6 +759,7 @@ mod tests {
                 secret: None,
                 keyword: None,
                 at_all: false,
+                max_per_minute: 20,
             },
             &n,
         );

@@ -15,8 +15,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Verdict, chat};
-use crate::alert::Notification;
+use super::Verdict;
+use super::chat::{self, Message};
 use crate::config::{Diagnostics, OwnKeys, ReceiverKeys};
 
 /// The keys only a wecom receiver takes.
@@ -30,6 +30,10 @@ pub(crate) struct Keys {
     /// wecom: mention everyone in the group (@all) on critical pages.
     #[serde(default)]
     at_all: bool,
+    /// wecom: the most messages sent to this robot in any minute (2 to 100; default 20,
+    /// WeCom's own limit); when more alerts change, they are merged into fewer messages,
+    /// each naming every alert.
+    max_per_minute: Option<u32>,
 }
 
 impl OwnKeys for Keys {}
@@ -38,14 +42,17 @@ impl OwnKeys for Keys {}
 pub struct Spec {
     pub at_mobiles: Vec<String>,
     pub at_all: bool,
+    pub max_per_minute: u32,
 }
 
 pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Option<Spec> {
     let before = cx.error_count();
     chat::check_robot_keys(cx, &keys, None, None, &keys.own.at_mobiles);
+    let max_per_minute = chat::max_per_minute(cx, &keys, keys.own.max_per_minute);
     (cx.error_count() == before).then(|| Spec {
         at_mobiles: keys.own.at_mobiles.clone(),
         at_all: keys.own.at_all,
+        max_per_minute,
     })
 }
 
@@ -54,27 +61,25 @@ pub(super) const AFTER_TEST_PAGE: &str =
     "WeCom got one message; nothing expires it, `--resolve` sends the resolved one.";
 
 /// WeCom's cap on a message's content, in bytes.
-const MAX_CONTENT_BYTES: usize = 4096;
+pub(super) const MAX_CONTENT_BYTES: usize = 4096;
 
-pub(super) fn request(url: &str, spec: &Spec, n: &Notification) -> (String, Value) {
-    (url.to_owned(), body(spec, n))
+pub(super) fn request(url: &str, spec: &Spec, message: &Message) -> (String, Value) {
+    (url.to_owned(), message_body(spec, message))
 }
 
-pub fn body(spec: &Spec, n: &Notification) -> Value {
+/// One page's message body (the tests' view of what a page looks like).
+#[cfg(test)]
+pub fn body(spec: &Spec, n: &crate::alert::Notification) -> Value {
+    message_body(spec, &Message::page(n))
+}
+
+fn message_body(spec: &Spec, m: &Message) -> Value {
     let mut mentioned: Vec<&str> = spec.at_mobiles.iter().map(String::as_str).collect();
     if spec.at_all {
         mentioned.push("@all");
     }
-    if chat::wakes(n) && !mentioned.is_empty() {
-        let a = &n.alert;
-        let content = format!(
-            "{}\n{} · {}\n{}\n{}",
-            chat::title(n),
-            a.severity.as_str(),
-            a.location,
-            a.description,
-            a.api_url
-        );
+    if m.wakes && !mentioned.is_empty() {
+        let content = format!("{}\n{}", m.title, m.plain);
         return json!({
             "msgtype": "text",
             "text": {
@@ -83,9 +88,10 @@ pub fn body(spec: &Spec, n: &Notification) -> Value {
             },
         });
     }
+    let content = format!("### {}\n\n{}", m.heading, m.markdown);
     json!({
         "msgtype": "markdown",
-        "markdown": {"content": chat::cut_bytes(&chat::markdown(n, true), MAX_CONTENT_BYTES)},
+        "markdown": {"content": chat::cut_bytes(&content, MAX_CONTENT_BYTES)},
     })
 }
 

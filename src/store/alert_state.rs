@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use crate::unix_time::{from_unix_ms_i64, unix_ms_i64};
 
@@ -209,25 +209,28 @@ impl AlertStore {
     /// The oldest notification waiting for `receiver`: receivers get them in order, so
     /// a resolve never overtakes its trigger.
     pub fn next_pending(&self, receiver: &str) -> Result<Option<Pending>, StoreError> {
+        Ok(self.pending_batch(receiver, 1)?.into_iter().next())
+    }
+
+    /// The oldest `max` notifications waiting for `receiver`, in order: what a chat
+    /// robot's next message may merge.
+    pub fn pending_batch(&self, receiver: &str, max: usize) -> Result<Vec<Pending>, StoreError> {
         let conn = self.conn();
-        let row = conn
-            .query_row(
-                "SELECT id, receiver, payload, created_at, attempts, next_attempt_at FROM outbox
-                 WHERE receiver = ?1 ORDER BY id LIMIT 1",
-                [receiver],
-                |r| {
-                    Ok(Pending {
-                        id: r.get(0)?,
-                        receiver: r.get(1)?,
-                        payload: r.get(2)?,
-                        created_at: from_unix_ms_i64(r.get(3)?),
-                        attempts: r.get(4)?,
-                        next_attempt_at: from_unix_ms_i64(r.get(5)?),
-                    })
-                },
-            )
-            .optional()?;
-        Ok(row)
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, receiver, payload, created_at, attempts, next_attempt_at FROM outbox
+             WHERE receiver = ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![receiver, i64::try_from(max).unwrap_or(i64::MAX)], |r| {
+            Ok(Pending {
+                id: r.get(0)?,
+                receiver: r.get(1)?,
+                payload: r.get(2)?,
+                created_at: from_unix_ms_i64(r.get(3)?),
+                attempts: r.get(4)?,
+                next_attempt_at: from_unix_ms_i64(r.get(5)?),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Removes a notification that was delivered (or given up).

@@ -163,3 +163,124 @@ fn a_robot_that_accepts_is_accepted_and_one_that_refuses_inside_a_200_is_rejecte
         assert!(!stdout.contains(secret), "{secret} in {stdout}");
     }
 }
+
+/// A WeCom robot as the platform keeps it: at most 20 messages in any minute (the 21st
+/// gets 45009), and one throttled answer on demand.
+struct LimitedRobot {
+    addr: SocketAddr,
+    /// Every post: when it came, its body, whether it was taken.
+    log: Arc<Mutex<Vec<(std::time::Instant, serde_json::Value, bool)>>>,
+}
+
+impl LimitedRobot {
+    fn start(throttle_post: usize) -> LimitedRobot {
+        let log: Arc<Mutex<Vec<(std::time::Instant, serde_json::Value, bool)>>> = Arc::default();
+        let seen = log.clone();
+        let addr = answering_server(move |r| {
+            let now = std::time::Instant::now();
+            let mut log = seen.lock().unwrap();
+            let within_minute = log
+                .iter()
+                .filter(|(t, _, taken)| *taken && now.duration_since(*t) < std::time::Duration::from_secs(60))
+                .count();
+            let taken = within_minute < 20 && log.len() != throttle_post;
+            log.push((now, r.json(), taken));
+            if taken {
+                reply(200, r#"{"errcode":0,"errmsg":"ok"}"#)
+            } else {
+                reply(200, r#"{"errcode":45009,"errmsg":"api freq out of limit"}"#)
+            }
+        });
+        LimitedRobot { addr, log }
+    }
+
+    /// The texts the robot took.
+    fn taken(&self) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, _, taken)| *taken)
+            .map(|(_, body, _)| {
+                body["markdown"]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn thirty_alerts_in_a_minute_reach_a_robot_in_at_most_twenty_messages_each_named_once() {
+    let _turn = heavy();
+    // The third message is throttled once: it must come again, not be lost or doubled.
+    let robot = LimitedRobot::start(2);
+    let dir = temp_dir("robot-storm");
+    let path = dir.join("probes.yaml");
+    let mut yaml = format!(
+        "agent:\n  location: eu-test\nreceivers:\n  - name: team-chat\n    kind: wecom\n    url: http://{}/cgi-bin/webhook/send?key=good-key\n    max_backoff: 1s\nprobes:\n",
+        robot.addr
+    );
+    // Thirty endpoints down at once, each its own critical page; the robot names nobody,
+    // so each goes as markdown.
+    let refused = closed_port();
+    for i in 0..30 {
+        yaml.push_str(&format!(
+            "  - name: svc-{i:02}\n    kind: http\n    url: http://127.0.0.1:{refused}/health\n    interval: 1s\n    timeout: 500ms\n    alert:\n      failure_threshold: 2\n"
+        ));
+    }
+    std::fs::write(&path, yaml).unwrap();
+    let _agent = Daemon::start(&path, &["--data-dir", dir.to_str().unwrap()]);
+    let names: Vec<String> = (0..30).map(|i| format!("svc-{i:02}")).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let taken = robot.taken().join("\n");
+        let missing: Vec<&String> = names.iter().filter(|n| !taken.contains(n.as_str())).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after 90 s the robot took no message naming {missing:?}; it took:\n{taken}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let taken = robot.taken();
+    eprintln!("30 alerts reached the robot in {} messages", taken.len());
+    assert!(taken.len() <= 20, "{} messages: {taken:#?}", taken.len());
+    assert!(taken.len() < 30, "nothing was merged: {} messages", taken.len());
+    for name in &names {
+        // Each firing alert in one message: the throttled one was sent again, once.
+        let firing = format!("{name} is DOWN");
+        let named = taken.iter().filter(|t| t.contains(&firing)).count();
+        assert_eq!(
+            named,
+            1,
+            "{name} named in {named} messages:\n{}",
+            taken.join("\n")
+        );
+    }
+    let log = robot.log.lock().unwrap();
+    let refused = log.iter().filter(|(_, _, taken)| !taken).count();
+    assert_eq!(
+        refused,
+        1,
+        "only the one throttled on purpose: {} posts",
+        log.len()
+    );
+}
+
+#[test]
+fn test_alert_tries_a_throttled_robot_again_and_it_is_delivered_once() {
+    let robot = LimitedRobot::start(0);
+    let (code, stdout) = test_alert(&format!(
+        "  - name: team-chat\n    kind: wecom\n    url: http://{}/cgi-bin/webhook/send?key=good-key\n",
+        robot.addr
+    ));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("accepted"), "{stdout}");
+    let log = robot.log.lock().unwrap();
+    let taken: Vec<bool> = log.iter().map(|(_, _, taken)| *taken).collect();
+    assert_eq!(taken, [false, true], "throttled once, then taken once");
+}
