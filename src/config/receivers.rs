@@ -26,7 +26,7 @@ pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(300);
 pub const DEFAULT_GIVE_UP_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// One validated receiver. The URL is a secret (a Slack webhook URL is its own key);
-/// `host` is what may be shown.
+/// `host` is what may be shown. For e-mail, the URL is the SMTP server's (`smtps://`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReceiverConfig {
     pub name: String,
@@ -48,6 +48,8 @@ pub(crate) struct ReceiverCommon<'a> {
     pub kind: ReceiverKind,
     /// `receivers[3]`: where its keys are in the file.
     pub prefix: &'a str,
+    /// The `url` as written, for a kind that reads it itself (e-mail's `smtp://`).
+    pub url: Option<&'a str>,
 }
 
 /// A receiver's keys as its kind's check receives them: what every receiver has
@@ -203,9 +205,19 @@ fn receiver(
             }
         },
     };
-    // Never echo the URL in a message: a Slack webhook URL is a secret.
-    let url = url_text.and_then(|t| secret_url(cx, &key("url"), &t));
-    let spec = kind.and_then(|kind| notify::check_spec(cx, ReceiverCommon { kind, prefix }, own));
+    // Never echo the URL in a message: a Slack webhook URL is a secret. A kind that
+    // does not speak HTTP reads its own `url` (in its check, below).
+    let speaks_http = kind.is_none_or(ReceiverKind::speaks_http);
+    let url = url_text
+        .as_deref()
+        .filter(|_| speaks_http)
+        .and_then(|t| secret_url(cx, &key("url"), t));
+    let common = |kind| ReceiverCommon {
+        kind,
+        prefix,
+        url: url_text.as_deref(),
+    };
+    let spec = kind.and_then(|kind| notify::check_spec(cx, common(kind), own));
     let headers = secret_headers(cx, None, &key("headers"), &raw.headers);
     let mut duration = |k: &str, raw: &Option<String>, default: Duration| match raw {
         Some(s) => duration(cx, None, &key(k), s),
@@ -220,17 +232,22 @@ fn receiver(
     if cx.error_count() > before {
         return None;
     }
-    let url = url?;
+    let spec = spec?;
+    let (url, host) = match (&url, spec.host()) {
+        (Some(url), _) => (url.to_string(), url.host().unwrap_or_default().to_owned()),
+        (None, Some(host)) => (url_text?, host.to_owned()),
+        (None, None) => return None,
+    };
     Some(ReceiverConfig {
         name: raw.name,
         kind: kind?,
-        host: url.host().unwrap_or_default().to_owned(),
-        url: Secret::new(url.to_string()),
+        host,
+        url: Secret::new(url),
         headers,
         timeout: timeout?,
         max_backoff: max_backoff?,
         give_up_after: give_up_after?,
         ca_file,
-        spec: spec?,
+        spec,
     })
 }

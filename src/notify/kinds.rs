@@ -26,7 +26,8 @@ use serde_json::Value as Json;
 use serde_yaml::Value;
 
 use super::chat::Message;
-use super::{Verdict, alertmanager, dingtalk, feishu, pagerduty, slack, webhook, wecom};
+use super::email::Mail;
+use super::{Verdict, alertmanager, dingtalk, email, feishu, pagerduty, slack, webhook, wecom};
 use crate::alert::Notification;
 use crate::config::{Diagnostics, KeysOf, KindList, ReceiverCommon, ReceiverConfig, ReceiverKeys, Secret};
 
@@ -48,11 +49,13 @@ pub enum ReceiverKind {
     Wecom,
     /// A Feishu (飞书, Lark) custom bot: a card, signed if the bot has a secret.
     Feishu,
+    /// E-mail over SMTP (`url: smtps://host:465` or `smtp://host:587` with STARTTLS).
+    Email,
 }
 
 impl ReceiverKind {
     /// Every kind, in the order of the list above.
-    pub const ALL: [ReceiverKind; 7] = [
+    pub const ALL: [ReceiverKind; 8] = [
         ReceiverKind::Alertmanager,
         ReceiverKind::Pagerduty,
         ReceiverKind::Webhook,
@@ -60,6 +63,7 @@ impl ReceiverKind {
         ReceiverKind::Dingtalk,
         ReceiverKind::Wecom,
         ReceiverKind::Feishu,
+        ReceiverKind::Email,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +75,22 @@ impl ReceiverKind {
             ReceiverKind::Dingtalk => "dingtalk",
             ReceiverKind::Wecom => "wecom",
             ReceiverKind::Feishu => "feishu",
+            ReceiverKind::Email => "email",
+        }
+    }
+
+    /// Whether its `url` is an HTTP endpoint posted to (all but e-mail, whose file
+    /// reads its `smtp://` url itself).
+    pub fn speaks_http(self) -> bool {
+        match self {
+            ReceiverKind::Alertmanager
+            | ReceiverKind::Pagerduty
+            | ReceiverKind::Webhook
+            | ReceiverKind::Slack
+            | ReceiverKind::Dingtalk
+            | ReceiverKind::Wecom
+            | ReceiverKind::Feishu => true,
+            ReceiverKind::Email => false,
         }
     }
 
@@ -86,6 +106,7 @@ impl ReceiverKind {
             ReceiverKind::Dingtalk => Some(dingtalk::AFTER_TEST_PAGE),
             ReceiverKind::Wecom => Some(wecom::AFTER_TEST_PAGE),
             ReceiverKind::Feishu => Some(feishu::AFTER_TEST_PAGE),
+            ReceiverKind::Email => Some(email::AFTER_TEST_PAGE),
         }
     }
 
@@ -98,7 +119,8 @@ impl ReceiverKind {
             | ReceiverKind::Slack
             | ReceiverKind::Dingtalk
             | ReceiverKind::Wecom
-            | ReceiverKind::Feishu => None,
+            | ReceiverKind::Feishu
+            | ReceiverKind::Email => None,
         }
     }
 }
@@ -119,6 +141,7 @@ impl KindList for ReceiverKind {
             ReceiverKind::Dingtalk => KeysOf::of::<dingtalk::Keys>(),
             ReceiverKind::Wecom => KeysOf::of::<wecom::Keys>(),
             ReceiverKind::Feishu => KeysOf::of::<feishu::Keys>(),
+            ReceiverKind::Email => KeysOf::of::<email::Keys>(),
         }
     }
 }
@@ -133,6 +156,7 @@ pub enum ReceiverSpec {
     Dingtalk(dingtalk::Spec),
     Wecom(wecom::Spec),
     Feishu(feishu::Spec),
+    Email(email::Spec),
 }
 
 impl ReceiverSpec {
@@ -142,6 +166,22 @@ impl ReceiverSpec {
         match self {
             ReceiverSpec::Alertmanager(spec) => Some(spec.resend_interval),
             ReceiverSpec::Pagerduty(_)
+            | ReceiverSpec::Webhook
+            | ReceiverSpec::Slack
+            | ReceiverSpec::Dingtalk(_)
+            | ReceiverSpec::Wecom(_)
+            | ReceiverSpec::Feishu(_)
+            | ReceiverSpec::Email(_) => None,
+        }
+    }
+
+    /// The host it sends to, for a kind whose `url` is not an HTTP one (e-mail's SMTP
+    /// server); `None`: the host is the URL's.
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            ReceiverSpec::Email(spec) => Some(&spec.server.host),
+            ReceiverSpec::Alertmanager(_)
+            | ReceiverSpec::Pagerduty(_)
             | ReceiverSpec::Webhook
             | ReceiverSpec::Slack
             | ReceiverSpec::Dingtalk(_)
@@ -161,7 +201,8 @@ impl ReceiverSpec {
             ReceiverSpec::Alertmanager(_)
             | ReceiverSpec::Pagerduty(_)
             | ReceiverSpec::Webhook
-            | ReceiverSpec::Slack => None,
+            | ReceiverSpec::Slack
+            | ReceiverSpec::Email(_) => None,
         }
     }
 
@@ -171,6 +212,7 @@ impl ReceiverSpec {
             ReceiverSpec::Pagerduty(spec) => vec![&spec.routing_key],
             ReceiverSpec::Dingtalk(spec) => spec.secret.iter().collect(),
             ReceiverSpec::Feishu(spec) => spec.secret.iter().collect(),
+            ReceiverSpec::Email(spec) => spec.credentials.iter().map(|(_, password)| password).collect(),
             ReceiverSpec::Alertmanager(_)
             | ReceiverSpec::Webhook
             | ReceiverSpec::Slack
@@ -196,6 +238,7 @@ pub(crate) fn check_spec(
         ReceiverKind::Dingtalk => run(cx, common, own, dingtalk::check).map(ReceiverSpec::Dingtalk),
         ReceiverKind::Wecom => run(cx, common, own, wecom::check).map(ReceiverSpec::Wecom),
         ReceiverKind::Feishu => run(cx, common, own, feishu::check).map(ReceiverSpec::Feishu),
+        ReceiverKind::Email => run(cx, common, own, email::check).map(ReceiverSpec::Email),
     }
 }
 
@@ -211,10 +254,16 @@ fn run<K: crate::config::OwnKeys, S>(
     check(cx, ReceiverKeys { common, own })
 }
 
-/// The URL and JSON body of one notification to `receiver`.
-pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTime) -> (String, Json) {
+/// What one notification becomes for a receiver: a JSON post, or an e-mail.
+pub(super) enum Request {
+    Post { url: String, body: Json },
+    Mail(Mail),
+}
+
+/// The request that sends one notification to `receiver`.
+pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTime) -> Request {
     let url = receiver.url.expose();
-    match &receiver.spec {
+    let (url, body) = match &receiver.spec {
         ReceiverSpec::Alertmanager(spec) => alertmanager::request(url, spec, n, now),
         ReceiverSpec::Pagerduty(spec) => pagerduty::request(url, spec, n),
         ReceiverSpec::Webhook => webhook::request(url, n, now),
@@ -222,7 +271,9 @@ pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTi
         ReceiverSpec::Dingtalk(spec) => dingtalk::request(url, spec, &Message::page(n), now),
         ReceiverSpec::Wecom(spec) => wecom::request(url, spec, &Message::page(n)),
         ReceiverSpec::Feishu(spec) => feishu::request(url, spec, &Message::page(n), now),
-    }
+        ReceiverSpec::Email(_) => return Request::Mail(Mail::page(n)),
+    };
+    Request::Post { url, body }
 }
 
 /// One message to a chat robot naming the first of `pages`, as many as fit its size
@@ -252,7 +303,8 @@ pub(super) fn merged_request(
         ReceiverSpec::Alertmanager(_)
         | ReceiverSpec::Pagerduty(_)
         | ReceiverSpec::Webhook
-        | ReceiverSpec::Slack => return None,
+        | ReceiverSpec::Slack
+        | ReceiverSpec::Email(_) => return None,
     };
     Some((url, body, taken))
 }
@@ -268,5 +320,7 @@ pub(super) fn verdict(kind: ReceiverKind, status: u16, body: &str) -> Verdict {
         ReceiverKind::Dingtalk => dingtalk::verdict(status, body),
         ReceiverKind::Wecom => wecom::verdict(status, body),
         ReceiverKind::Feishu => feishu::verdict(status, body),
+        // SMTP answers are judged by its file (email::Mailer::send), not as HTTP.
+        ReceiverKind::Email => Verdict::by_status(status),
     }
 }

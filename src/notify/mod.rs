@@ -17,6 +17,7 @@
 mod alertmanager;
 mod chat;
 mod dingtalk;
+mod email;
 mod feishu;
 pub mod kinds;
 mod pace;
@@ -95,6 +96,8 @@ pub enum ReceiverError {
 pub struct Receiver {
     pub config: ReceiverConfig,
     client: reqwest::Client,
+    /// The SMTP connection settings of an email receiver.
+    mailer: Option<email::Mailer>,
     /// The config's secrets, removed from what the receiver answers before that is
     /// logged or printed.
     redactor: SharedRedactor,
@@ -116,9 +119,16 @@ impl Receiver {
         };
         let client = crate::net::control_plane_client(roots, config.ca_file.as_deref(), config.timeout)
             .map_err(|e| err(e.to_string()))?;
+        let mailer = match &config.spec {
+            ReceiverSpec::Email(spec) => {
+                Some(email::Mailer::build(spec, config.ca_file.as_deref(), config.timeout).map_err(err)?)
+            }
+            _ => None,
+        };
         Ok(Receiver {
             config,
             client,
+            mailer,
             redactor,
         })
     }
@@ -129,8 +139,29 @@ impl Receiver {
 
     /// Sends one notification.
     pub async fn send(&self, n: &Notification, now: SystemTime) -> Delivery {
-        let (url, body) = kinds::request(&self.config, n, now);
-        self.post(&url, &body).await
+        match kinds::request(&self.config, n, now) {
+            kinds::Request::Post { url, body } => self.post(&url, &body).await,
+            kinds::Request::Mail(mail) => self.mail(&mail).await,
+        }
+    }
+
+    /// Sends one e-mail through the receiver's SMTP server.
+    async fn mail(&self, mail: &email::Mail) -> Delivery {
+        let (Some(mailer), ReceiverSpec::Email(spec)) = (&self.mailer, &self.config.spec) else {
+            return Delivery::Rejected {
+                why: "not an email receiver".into(),
+            };
+        };
+        match mailer.send(spec, mail).await {
+            Delivery::Accepted => Delivery::Accepted,
+            Delivery::Retry { after, why } => Delivery::Retry {
+                after,
+                why: self.answer(&why, false),
+            },
+            Delivery::Rejected { why } => Delivery::Rejected {
+                why: self.answer(&why, false),
+            },
+        }
     }
 
     /// Sends the first of `pages` merged into one message (a chat robot's, see

@@ -5,7 +5,6 @@
 //! each signature recomputed here with the documented algorithm.
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -78,27 +77,6 @@ fn fake_robots() -> (SocketAddr, RobotLog) {
         reply(200, &answer.to_string())
     });
     (addr, log)
-}
-
-fn test_alert(receivers: &str) -> (Option<i32>, String) {
-    let dir = temp_dir("chat-robots");
-    let path = dir.join("probes.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "agent:\n  location: eu-test\nreceivers:\n{receivers}probes:\n  - name: llm-health\n    kind: http\n    url: http://127.0.0.1:9/health\n"
-        ),
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
-        .args(["test-alert", "-c"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
 }
 
 #[test]

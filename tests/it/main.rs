@@ -28,6 +28,7 @@ mod daemon;
 mod deploy_kit;
 mod deploy_prometheus;
 mod docs;
+mod email;
 mod faults;
 mod grpc;
 mod history;

@@ -5,6 +5,7 @@
 
 pub mod browser;
 pub mod markdown;
+pub mod smtp;
 pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -692,4 +693,27 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `inferprobe test-alert` on a config of `receivers` (YAML list items) and one probe:
+/// its exit code and what it printed.
+pub fn test_alert(receivers: &str) -> (Option<i32>, String) {
+    let dir = temp_dir("test-alert");
+    let path = dir.join("probes.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "agent:\n  location: eu-test\nreceivers:\n{receivers}probes:\n  - name: llm-health\n    kind: http\n    url: http://127.0.0.1:9/health\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["test-alert", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
