@@ -73,7 +73,7 @@ pub use cost::{Cost, DEFAULT_CURRENCY, TokenBudget};
 pub use defaults::{DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT};
 pub(crate) use diagnostics::Diagnostics;
 pub use diagnostics::{ConfigError, ConfigErrors};
-pub use env::substitute_env;
+pub use env::{names_a_secret, substitute_env};
 pub use expect::{ANSWER_FINISH_REASONS, Expect, Pattern};
 pub(crate) use own_keys::{KeysOf, KindList, NoKeys, OwnKeys};
 pub use positions::PositionIndex;
