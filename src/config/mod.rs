@@ -19,7 +19,8 @@
 //! alerting.rs (`alert`, `slo`), cost.rs, tracing.rs, remote_write.rs; below them
 //! values.rs (durations, URLs, headers, labels, files), formats.rs (the schema's string
 //! formats), diagnostics.rs and positions.rs; env.rs `${VAR}`; sharing.rs equal sections
-//! held once; schema.rs `inferprobe schema`; url.rs, files.rs, nesting.rs and yaml.rs as
+//! held once; schema.rs `inferprobe schema`; report_view.rs the keys `inferprobe report`
+//! reads, and only those ([`load_for_report`]); url.rs, files.rs, nesting.rs and yaml.rs as
 //! their names say. The keys of one kind only are the kind's: its file in probe/
 //! declares them and checks them, and builds its part of [`ProbeConfig::spec`].
 //!
@@ -74,7 +75,8 @@ pub use cost::{Cost, DEFAULT_CURRENCY, TokenBudget};
 pub use defaults::{DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT};
 pub(crate) use diagnostics::Diagnostics;
 pub use diagnostics::{ConfigError, ConfigErrors};
-pub use env::{names_a_secret, substitute_env};
+pub(crate) use env::names_a_secret;
+pub use env::substitute_env;
 pub use expect::{ANSWER_FINISH_REASONS, Expect, Pattern};
 pub(crate) use own_keys::{KeysOf, KindList, NoKeys, OwnKeys};
 pub use positions::PositionIndex;
