@@ -662,7 +662,7 @@ fn reload(agent: &mut Agent, path: &Path, shard: Shard) {
     let config = match config::load(path) {
         Ok(c) => {
             set_log_secrets(&c);
-            log_warnings(&c);
+            log_warnings(&c.warnings);
             sharded(c, shard)
         }
         Err(errors) => {

@@ -27,7 +27,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use base64::Engine as _;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
-use crate::config::{Config, ProbeConfig, ReceiverConfig, RemoteWriteConfig};
+use crate::config::{Config, ProbeConfig, ReceiverConfig, RemoteWriteConfig, TracingConfig, names_a_secret};
 
 /// Secrets shorter than this are not redacted: short values (`1`, `json`) are not
 /// credentials and replacing them would garble messages.
@@ -129,9 +129,10 @@ impl std::fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// Every secret of a config: probes' headers and URLs, receivers' URLs, keys and
-    /// headers, remote_write's credentials, and the value of every `${VAR}` wherever
-    /// it was substituted (a URL's host or path, a body, anything).
+    /// Every secret of a config: probes' headers and the credentials in their URLs,
+    /// receivers' URLs, keys and headers, remote_write's and the OTLP exporter's
+    /// credentials, and the value of every `${VAR}` that config found to be a secret by
+    /// where it was put (a header, a body, a receiver, a query string) or by its name.
     pub fn for_config(config: &Config) -> Redactor {
         let mut r = Redactor::default();
         for p in &config.probes {
@@ -143,15 +144,20 @@ impl Redactor {
         if let Some(rw) = &config.agent.remote_write {
             r.add_remote_write(rw);
         }
+        if let Some(tracing) = &config.agent.tracing {
+            r.add_tracing(tracing);
+        }
         for s in &config.secrets {
             r.add(s.expose());
         }
         r
     }
 
-    /// A probe's header values and the secret parts of its URL. Its path is shown on
-    /// every page, so a long path segment (a model or deployment name) is not taken
-    /// for a token here: a secret in a probe's path comes through `${VAR}`.
+    /// A probe's header values and the secret parts of its URL. Where it connects is
+    /// shown on every page and in every failure (on-call must see which host failed), so
+    /// its host, port and path are not secrets, and a long path segment (a model or
+    /// deployment name) is not taken for a token: a secret in a probe's path comes
+    /// through a `${VAR}` named as one (config registers it).
     pub fn add_probe(&mut self, p: &ProbeConfig) {
         for (name, value) in &p.headers {
             self.add_header(name, value.expose());
@@ -169,6 +175,8 @@ impl Redactor {
         }
     }
 
+    /// remote_write shows only its host; a long path segment is taken for a token, as
+    /// gateways in front of a TSDB put one there.
     pub fn add_remote_write(&mut self, rw: &RemoteWriteConfig) {
         self.add_url(rw.url.expose());
         if let Some((user, password)) = &rw.basic_auth {
@@ -178,6 +186,14 @@ impl Redactor {
             self.add(token.expose());
         }
         for (name, value) in &rw.headers {
+            self.add_header(name, value.expose());
+        }
+    }
+
+    /// The OTLP exporter shows only its collector's host, as remote_write does.
+    pub fn add_tracing(&mut self, tracing: &TracingConfig) {
+        self.add_url(tracing.otlp_endpoint.expose());
+        for (name, value) in &tracing.headers {
             self.add_header(name, value.expose());
         }
     }
@@ -225,19 +241,24 @@ impl Redactor {
     }
 
     /// A URL's secret parts: the userinfo (as written and decoded, since servers echo
-    /// either), every query value, and long path segments (webhook URLs such as
-    /// Slack's carry their token in the path).
+    /// either), the query values that are credentials, and long path segments (webhook
+    /// URLs such as Slack's carry their token in the path).
     pub fn add_url(&mut self, url: &str) {
         self.add_url_parts(url, true);
     }
 
-    fn add_url_parts(&mut self, url: &str, long_segments: bool) {
+    /// As [`add_url`](Self::add_url), the path taken for a token in its long segments
+    /// only with `long_segments`.
+    pub fn add_url_parts(&mut self, url: &str, long_segments: bool) {
         let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
         let (authority, rest) = after_scheme
             .split_once('/')
             .map_or((after_scheme, ""), |(a, r)| (a, r));
         if let Some((userinfo, _)) = authority.rsplit_once('@') {
             let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+            // The user too: a key is often the user of a URL (`https://<key>@host`).
+            self.push(user);
+            self.push(&percent_decode(user));
             self.push(password);
             self.push(&percent_decode(password));
             self.add_basic(&percent_decode(user), &percent_decode(password));
@@ -651,22 +672,17 @@ pub fn percent_decode(s: &str) -> String {
     percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
-/// Whether a literal query parameter of a probe's URL is a credential: by its name
-/// (`api_key`, `token`, `sig`, `password`, ...) or by its shape (long, letters and digits
-/// mixed, as keys are). Other values (`?fault=http_500`, `?deployment=canary`) are shown,
-/// so probes that differ only there can be told apart; a value from `${VAR}` is a secret
-/// whatever its name (config registers it).
+/// Whether a query parameter of a URL is a credential: by its name (`api_key`, `token`,
+/// `sig`, `password`, ...) or by its shape (long, letters and digits mixed, as keys are).
+/// Other values (`?fault=http_500`, `?deployment=canary`) are shown, so probes that
+/// differ only there can be told apart; a `${VAR}` written in the query string is a
+/// secret whatever its name (config registers it).
 fn query_value_is_secret(key: &str, value: &str) -> bool {
-    const SECRET_NAMES: [&str; 13] = [
-        "key", "token", "secret", "sig", "pass", "pwd", "auth", "cred", "session", "code", "jwt", "bearer",
-        "private",
-    ];
-    let key = percent_decode(key).to_ascii_lowercase();
     let value = percent_decode(value);
     let credential_shaped = value.len() >= 16
         && value.chars().any(|c| c.is_ascii_alphabetic())
         && value.chars().any(|c| c.is_ascii_digit());
-    SECRET_NAMES.iter().any(|n| key.contains(n)) || credential_shaped || value.len() >= 32
+    names_a_secret(&percent_decode(key)) || credential_shaped || value.len() >= 32
 }
 
 #[cfg(test)]

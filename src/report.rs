@@ -507,7 +507,7 @@ fn relative(now: Option<f64>, before: Option<f64>) -> String {
 }
 
 /// Groups the targets of a config by probe name, for [`Report::from_history`].
-pub fn targets_by_probe(config: Option<&crate::config::Config>) -> BTreeMap<String, Targets> {
+pub fn targets_by_probe(config: Option<&crate::config::ReportView>) -> BTreeMap<String, Targets> {
     config
         .map(|c| {
             c.probes

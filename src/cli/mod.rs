@@ -18,7 +18,7 @@ use std::process::ExitCode;
 
 use tokio::net::TcpListener;
 
-use inferprobe::config::{self, Config};
+use inferprobe::config::{self, Config, ConfigError, ConfigErrors};
 
 /// Exit code for a bad config or flag (EX_USAGE).
 pub const EXIT_BAD_CONFIG: u8 = 64;
@@ -40,20 +40,23 @@ pub async fn bind_or_exit(addr: SocketAddr, hint: &str) -> Result<TcpListener, E
 /// The config, its secrets handed to the log and its warnings logged; or every problem
 /// printed and exit 64.
 pub fn load_or_report(path: &Path) -> Result<Config, ExitCode> {
-    let config = config::load(path).map_err(|errors| {
-        for e in &errors.0 {
-            eprintln!("{e}");
-        }
-        ExitCode::from(EXIT_BAD_CONFIG)
-    })?;
+    let config = config::load(path).map_err(|errors| refused(&errors))?;
     logging::set_log_secrets(&config);
-    log_warnings(&config);
+    log_warnings(&config.warnings);
     Ok(config)
 }
 
+/// Every problem of a config that did not load, printed; the exit code to return.
+pub fn refused(errors: &ConfigErrors) -> ExitCode {
+    for e in &errors.0 {
+        eprintln!("{e}");
+    }
+    ExitCode::from(EXIT_BAD_CONFIG)
+}
+
 /// Risky settings, on every load: they must not be forgotten once the file works.
-pub fn log_warnings(config: &Config) {
-    for w in &config.warnings {
+pub fn log_warnings(warnings: &[ConfigError]) {
+    for w in warnings {
         tracing::warn!(warning = %w, "Config warning.");
     }
 }

@@ -4,19 +4,27 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use inferprobe::config::Config;
+use inferprobe::config::{self, ReportSource, ReportView};
 use inferprobe::human::{printable, printable_json, printable_text};
 use inferprobe::report::{self, Report};
 use inferprobe::store;
 
-use super::{DEFAULT_DATA_DIR, EXIT_BAD_CONFIG, load_or_report};
+use super::{DEFAULT_DATA_DIR, EXIT_BAD_CONFIG, log_warnings, refused};
 use crate::{ReportFormat, ReportRequest};
 
 pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
     let config = if path.exists() {
-        match load_or_report(path) {
-            Ok(c) => Some(c),
-            Err(code) => return code,
+        // Only what the report reads: it runs where the agent's environment is not set.
+        let source = match (&request.data_dir, &request.prometheus) {
+            (None, None) => ReportSource::AgentDataDir,
+            _ => ReportSource::Elsewhere,
+        };
+        match config::load_for_report(path, source) {
+            Ok(view) => {
+                log_warnings(&view.warnings);
+                Some(view)
+            }
+            Err(errors) => return refused(&errors),
         }
     } else {
         eprintln!(
@@ -97,13 +105,13 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
 /// The report from one agent's store (`--data-dir`, else agent.data_dir).
 async fn local_report(
     data_dir: Option<PathBuf>,
-    config: Option<&Config>,
+    config: Option<&ReportView>,
     since: std::time::SystemTime,
     until: std::time::SystemTime,
     target_of: impl Fn(&str) -> inferprobe::stats::Targets + Send + 'static,
 ) -> Result<Report, String> {
     let dir = data_dir
-        .or_else(|| config.and_then(|c| c.agent.data_dir.clone()))
+        .or_else(|| config.and_then(|c| c.data_dir.clone()))
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     let db = dir.join(store::DB_FILE);
     if !db.exists() {

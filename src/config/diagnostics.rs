@@ -386,6 +386,11 @@ fn with_fix(key: &str, message: String) -> String {
                 );
             }
         }
+        if leaf == "kind"
+            && let Some(hint) = receiver_kind_hint(unknown, &expected)
+        {
+            return format!("unknown value `{unknown}`; {hint}");
+        }
         if let Some(s) = closest(unknown, &expected) {
             return format!("unknown value `{unknown}`; did you mean `{s}`?");
         }
@@ -403,6 +408,46 @@ fn with_fix(key: &str, message: String) -> String {
         }
     }
     message
+}
+
+/// The names people type for a receiver kind, which spelling distance cannot reach
+/// (`lark` is nearer `slack` than `feishu`), paired with the kind that serves them.
+const RECEIVER_KIND_NAMES: [(&str, &str); 8] = [
+    ("lark", "feishu"),
+    ("wechat", "wecom"),
+    ("weixin", "wecom"),
+    ("wework", "wecom"),
+    ("dingding", "dingtalk"),
+    ("mail", "email"),
+    ("smtp", "email"),
+    ("e-mail", "email"),
+];
+
+/// Platforms with no receiver of their own, and what reaches them instead.
+const RECEIVER_KINDS_NOT_SUPPORTED: [(&str, &str); 2] =
+    [("teams", "Microsoft Teams"), ("msteams", "Microsoft Teams")];
+
+/// For an unknown receiver `kind:` (told from a probe's by `expected`): the kind
+/// meant, when the name is another one for it, or what to use for a platform with no
+/// receiver. Only kinds in `expected` are named, so a hint never points at a kind this
+/// build does not have.
+fn receiver_kind_hint(unknown: &str, expected: &[&str]) -> Option<String> {
+    if !expected.contains(&"webhook") {
+        return None;
+    }
+    let typed = unknown.to_ascii_lowercase().replace(['-', '_', ' '], "");
+    if let Some((_, kind)) = RECEIVER_KIND_NAMES
+        .iter()
+        .find(|(name, kind)| *name == typed && expected.contains(kind))
+    {
+        return Some(format!("did you mean `{kind}`?"));
+    }
+    let (_, platform) = RECEIVER_KINDS_NOT_SUPPORTED
+        .iter()
+        .find(|(name, _)| *name == typed)?;
+    Some(format!(
+        "{platform} is not supported; `webhook` posts one JSON object per notification (docs/alerting.md), for a relay or workflow that posts to it"
+    ))
 }
 
 /// One problem in a config file, with where it is.

@@ -54,28 +54,80 @@ pub fn substitute_env(template: &str, env: &dyn Fn(&str) -> Option<String>) -> R
     Ok(out)
 }
 
-/// The values that may carry a credential, by key path: a `${VAR}` put there is a secret
-/// (redacted from everything shown, see `redact::Redactor::for_config`). Elsewhere (a
-/// model, a region, a label, a link) the value is shown as it is.
-fn secret_bearing(path: &str) -> bool {
+/// What a `${VAR}` value becomes by where it was put, by key path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// A model, a region, a label, a link: shown as it is.
+    Shown,
+    /// A place that carries credentials (a header, a key, a body, a receiver's URL):
+    /// the whole value is a secret, redacted from everything shown (see
+    /// `redact::Redactor::for_config`).
+    Secret,
+    /// An endpoint's URL (a probe's, remote_write's, the OTLP collector's): where the
+    /// agent connects is shown, so on-call sees which host failed. Its credentials are
+    /// secrets: the URL's userinfo and credential-looking query values (the redactor
+    /// reads them from the URL itself), a `${VAR}` written in the query string, and a
+    /// variable whose name says it is a secret ([`names_a_secret`]).
+    Endpoint,
+}
+
+fn place(path: &str) -> Place {
     // `probes[3].url` -> ("probes", "url"): a key right under one item of a top list.
     let item_key = path
         .split_once('[')
         .and_then(|(list, rest)| Some((list, rest.split_once("].")?.1)));
-    path.contains(".headers.")
-        || match item_key {
-            Some(("probes", key)) => key == "url" || is_secret::<Kind>(key),
-            Some(("receivers", key)) => key == "url" || is_secret::<ReceiverKind>(key),
-            _ => false,
+    if path.contains(".headers.") {
+        return Place::Secret;
+    }
+    match (item_key, path) {
+        (Some(("probes", "url")), _) | (_, "agent.remote_write.url" | "agent.tracing.otlp_endpoint") => {
+            Place::Endpoint
         }
-        || matches!(
-            path,
-            "agent.remote_write.url"
-                | "agent.remote_write.bearer_token"
-                | "agent.remote_write.basic_auth.username"
-                | "agent.remote_write.basic_auth.password"
-                | "agent.tracing.otlp_endpoint"
-        )
+        // A receiver's URL is secret whole: chat robots and Slack carry their token in
+        // the path (`/bot/v2/hook/<token>`, `/services/T../B../<token>`) or the query.
+        (Some(("receivers", "url")), _) => Place::Secret,
+        (Some(("probes", key)), _) if is_secret::<Kind>(key) => Place::Secret,
+        (Some(("receivers", key)), _) if is_secret::<ReceiverKind>(key) => Place::Secret,
+        (
+            _,
+            "agent.remote_write.bearer_token"
+            | "agent.remote_write.basic_auth.username"
+            | "agent.remote_write.basic_auth.password",
+        ) => Place::Secret,
+        _ => Place::Shown,
+    }
+}
+
+/// Words that mark a name as a credential's, anywhere in it, in any case: a query
+/// parameter's (`api_key`, `X-Amz-Signature`) or an environment variable's
+/// (`OPENAI_API_KEY`, `HF_TOKEN`, `DB_PASSWORD`).
+const SECRET_WORDS: [&str; 13] = [
+    "key", "token", "secret", "sig", "pass", "pwd", "auth", "cred", "session", "code", "jwt", "bearer",
+    "private",
+];
+
+/// Whether `name` (a query parameter, an environment variable) says that its value is a
+/// credential.
+pub fn names_a_secret(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    SECRET_WORDS.iter().any(|w| name.contains(w))
+}
+
+/// Where the query string of an endpoint's URL template starts: its first `?` outside a
+/// `${...}` (whose default may hold one; `$${` is a `$` and a `{`, not a reference).
+fn query_start(template: &str) -> Option<usize> {
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1)) {
+            (b'$', Some(b'$')) => i += 2,
+            // A reference ends at its first `}`, as `substitute_env` reads it.
+            (b'$', Some(b'{')) => i += template[i..].find('}')? + 1,
+            (b'?', _) => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// `${VAR}` in every string value of the file, once, before any section is read: one
@@ -85,7 +137,7 @@ fn secret_bearing(path: &str) -> bool {
 /// follow say nothing more about it. Mapping keys (header and label names) are not
 /// values and are left as written.
 ///
-/// Gives the values `env` put where credentials go (see [`secret_bearing`]): they are
+/// Gives the values `env` put where credentials go (see [`Place`]): they are
 /// the config's secrets.
 pub(super) fn substitute_all(
     cx: &mut Diagnostics,
@@ -138,6 +190,43 @@ fn substitute_probe(cx: &mut Diagnostics, s: &mut Substitution, prefix: &str, pr
     }
 }
 
+/// `template` with its `${VAR}`s substituted, and the values `env` gave that are
+/// secrets at `place`.
+fn resolve(
+    template: &str,
+    place: Place,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(String, Vec<String>), String> {
+    // An endpoint's query string is substituted apart: a value put there is a secret
+    // whatever its variable's name, as a key in `?key=${KEY}` is.
+    let (before, query) = match place {
+        Place::Endpoint => template.split_at(query_start(template).unwrap_or(template.len())),
+        Place::Shown | Place::Secret => (template, ""),
+    };
+    let mut secrets = Vec::new();
+    let mut value = String::with_capacity(template.len());
+    for (part, in_query) in [(before, false), (query, true)] {
+        let used = std::cell::RefCell::new(Vec::new());
+        let lookup = |name: &str| {
+            let value = env(name);
+            if let Some(v) = &value {
+                used.borrow_mut().push((names_a_secret(name), v.clone()));
+            }
+            value
+        };
+        value.push_str(&substitute_env(part, &lookup)?);
+        secrets.extend(used.into_inner().into_iter().filter_map(|(named_secret, v)| {
+            let secret = match place {
+                Place::Shown => false,
+                Place::Secret => true,
+                Place::Endpoint => in_query || named_secret,
+            };
+            secret.then_some(v)
+        }));
+    }
+    Ok((value, secrets))
+}
+
 fn substitute_node(
     cx: &mut Diagnostics,
     s: &mut Substitution,
@@ -150,18 +239,10 @@ fn substitute_node(
             if template.contains("${") {
                 cx.templated.insert(path.to_owned());
             }
-            let used = std::cell::RefCell::new(Vec::new());
-            let env = |name: &str| {
-                let value = (s.env)(name);
-                used.borrow_mut().extend(value.clone());
-                value
-            };
-            match substitute_env(template, &env) {
-                Ok(value) => {
+            match resolve(template, place(path), s.env) {
+                Ok((value, secrets)) => {
                     *template = value;
-                    if secret_bearing(path) {
-                        s.secrets.extend(used.into_inner());
-                    }
+                    s.secrets.extend(secrets);
                 }
                 Err(message) => {
                     // Never the value in the message: it may be (part of) a secret.
@@ -189,26 +270,31 @@ fn substitute_node(
 
 #[cfg(test)]
 mod tests {
-    use super::secret_bearing;
+    use super::{Place, names_a_secret, place, query_start, resolve};
 
     #[test]
-    fn secret_bearing_keys_are_the_credentials_places_only() {
+    fn each_place_is_shown_secret_or_an_endpoint() {
         for path in [
-            "probes[0].url",
             "probes[12].body",
             "probes[0].headers.Authorization",
             "defaults.headers.X-Api-Key",
             "receivers[1].url",
             "receivers[0].routing_key",
             "receivers[0].headers.Authorization",
-            "agent.remote_write.url",
             "agent.remote_write.bearer_token",
             "agent.remote_write.basic_auth.password",
             "agent.remote_write.headers.X-Scope-OrgID",
-            "agent.tracing.otlp_endpoint",
             "agent.tracing.headers.x-api-key",
         ] {
-            assert!(secret_bearing(path), "{path}");
+            assert_eq!(place(path), Place::Secret, "{path}");
+        }
+        for path in [
+            "probes[0].url",
+            "probes[7].url",
+            "agent.remote_write.url",
+            "agent.tracing.otlp_endpoint",
+        ] {
+            assert_eq!(place(path), Place::Endpoint, "{path}");
         }
         for path in [
             "probes[0].model",
@@ -222,7 +308,77 @@ mod tests {
             "agent.remote_write.job",
             "defaults.labels.url",
         ] {
-            assert!(!secret_bearing(path), "{path}");
+            assert_eq!(place(path), Place::Shown, "{path}");
         }
+    }
+
+    #[test]
+    fn an_endpoint_shows_its_host_and_hides_what_names_or_sits_in_a_query() {
+        let env = |name: &str| {
+            Some(match name {
+                "EU_ENDPOINT" => "https://u:pw@eu.example.com:8443/v1".to_owned(),
+                "DEPLOYMENT" => "canary-eu".to_owned(),
+                "API_VERSION" => "2024-06-01".to_owned(),
+                "GATEWAY_TOKEN" => "tok-in-the-path".to_owned(),
+                "SECRET_HOST" => "hidden.example.com".to_owned(),
+                _ => return None,
+            })
+        };
+        let endpoint = |t: &str| resolve(t, Place::Endpoint, &env).unwrap();
+        // The host, the port and the path are shown; the redactor takes the userinfo
+        // from the URL itself.
+        let (url, secrets) = endpoint("${EU_ENDPOINT}/${DEPLOYMENT}/chat");
+        assert_eq!(url, "https://u:pw@eu.example.com:8443/v1/canary-eu/chat");
+        assert!(secrets.is_empty(), "{secrets:?}");
+        // A value in the query string is a secret whatever its variable's name.
+        let (url, secrets) = endpoint("${EU_ENDPOINT}/chat?api-version=${API_VERSION}");
+        assert_eq!(
+            url,
+            "https://u:pw@eu.example.com:8443/v1/chat?api-version=2024-06-01"
+        );
+        assert_eq!(secrets, ["2024-06-01"]);
+        // A variable named as a secret is one wherever it is.
+        let (_, secrets) = endpoint("https://${SECRET_HOST}/x/${GATEWAY_TOKEN}/y");
+        assert_eq!(secrets, ["hidden.example.com", "tok-in-the-path"]);
+        // A `?` in a default does not start the query.
+        let (url, secrets) = endpoint("${NOPE:-http://h/?a}/${DEPLOYMENT}?v=${API_VERSION}");
+        assert_eq!(url, "http://h/?a/canary-eu?v=2024-06-01");
+        assert_eq!(secrets, ["2024-06-01"]);
+        // Elsewhere the place decides alone.
+        assert_eq!(
+            resolve("${DEPLOYMENT}", Place::Secret, &env).unwrap().1,
+            ["canary-eu"]
+        );
+        assert!(
+            resolve("${GATEWAY_TOKEN}", Place::Shown, &env)
+                .unwrap()
+                .1
+                .is_empty()
+        );
+        assert_eq!(
+            resolve("${UNSET}/x", Place::Endpoint, &env).unwrap_err(),
+            "environment variable UNSET is not set"
+        );
+    }
+
+    #[test]
+    fn secret_names_and_query_starts() {
+        for name in [
+            "OPENAI_API_KEY",
+            "HF_TOKEN",
+            "db_password",
+            "X-Amz-Signature",
+            "SECRET_HOST",
+        ] {
+            assert!(names_a_secret(name), "{name}");
+        }
+        for name in ["EU_ENDPOINT", "VLLM_URL", "DEPLOYMENT", "api-version", "fault"] {
+            assert!(!names_a_secret(name), "{name}");
+        }
+        assert_eq!(query_start("http://h/p?q"), Some(10));
+        assert_eq!(query_start("${A:-x?y}/p"), None);
+        assert_eq!(query_start("${A}?q"), Some(4));
+        assert_eq!(query_start("$${A?}"), Some(4));
+        assert_eq!(query_start("${unterminated?"), None);
     }
 }

@@ -19,7 +19,8 @@
 //! alerting.rs (`alert`, `slo`), cost.rs, tracing.rs, remote_write.rs; below them
 //! values.rs (durations, URLs, headers, labels, files), formats.rs (the schema's string
 //! formats), diagnostics.rs and positions.rs; env.rs `${VAR}`; sharing.rs equal sections
-//! held once; schema.rs `inferprobe schema`; url.rs, files.rs, nesting.rs and yaml.rs as
+//! held once; schema.rs `inferprobe schema`; report_view.rs the keys `inferprobe report`
+//! reads, and only those ([`load_for_report`]); url.rs, files.rs, nesting.rs and yaml.rs as
 //! their names say. The keys of one kind only are the kind's: its file in probe/
 //! declares them and checks them, and builds its part of [`ProbeConfig::spec`].
 //!
@@ -50,6 +51,7 @@ mod positions;
 mod probe;
 mod receivers;
 mod remote_write;
+mod report_view;
 mod root;
 mod schema;
 mod sharing;
@@ -73,6 +75,7 @@ pub use cost::{Cost, DEFAULT_CURRENCY, TokenBudget};
 pub use defaults::{DEFAULT_INTERVAL, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT};
 pub(crate) use diagnostics::Diagnostics;
 pub use diagnostics::{ConfigError, ConfigErrors};
+pub(crate) use env::names_a_secret;
 pub use env::substitute_env;
 pub use expect::{ANSWER_FINISH_REASONS, Expect, Pattern};
 pub(crate) use own_keys::{KeysOf, KindList, NoKeys, OwnKeys};
@@ -83,6 +86,7 @@ pub use probe::{ProbeConfig, Schedule, display_url};
 pub use receivers::ReceiverConfig;
 pub(crate) use receivers::{ReceiverCommon, ReceiverKeys};
 pub use remote_write::RemoteWriteConfig;
+pub use report_view::{ReportProbe, ReportSource, ReportView};
 pub use root::Config;
 pub use schema::json_schema;
 pub use tls::TlsConfig;
@@ -107,8 +111,49 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 /// Validates config text. `file` names the file in messages and anchors relative paths;
 /// `env` resolves `${VAR}` references (passed in so tests need no process environment).
 pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
-    let mut cx = Diagnostics::new(file, text);
-    // Bounds before any YAML parser runs: see nesting.rs for why.
+    let (mut cx, mut root) = read(text, file)?;
+    // `${VAR}` in every string value, before any section is read (env.rs).
+    let substituted = env::substitute_all(&mut cx, &mut root, env);
+    let config = root::check_root(&mut cx, root);
+    let warnings = cx.finish()?;
+    let mut config = config.expect("no errors means a config");
+    config.warnings = warnings;
+    config.secrets = substituted.into_iter().map(Secret::new).collect();
+    Ok(config)
+}
+
+/// Reads a config file as `inferprobe report` does (report_view.rs): only the keys the
+/// report reads, so a `${VAR}` only the agent needs may be unset.
+pub fn load_for_report(path: &Path, source: ReportSource) -> Result<ReportView, ConfigErrors> {
+    let text = files::read_config_text(path)
+        .map_err(|e| ConfigErrors::unreadable(path, format!("cannot read the file: {e}")))?;
+    parse_for_report(&text, path, &|name| std::env::var(name).ok(), source)
+}
+
+/// As [`parse`], for the report: the keys it does not read are taken out before `${VAR}`
+/// is substituted, and what is left is checked as [`parse`] checks it.
+pub fn parse_for_report(
+    text: &str,
+    file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    source: ReportSource,
+) -> Result<ReportView, ConfigErrors> {
+    let (mut cx, mut root) = read(text, file)?;
+    report_view::keep_report_keys(&mut root, source);
+    let secrets = env::substitute_all(&mut cx, &mut root, env);
+    // Names, targets, prices and a folder: none of the keys kept takes a credential.
+    debug_assert!(secrets.is_empty(), "the report reads no secret");
+    let view = report_view::check_report_view(&mut cx, root);
+    let warnings = cx.finish()?;
+    let mut view = view.expect("no errors means a view");
+    view.warnings = warnings;
+    Ok(view)
+}
+
+/// The file's text as a YAML value, within the bounds checked before any parser runs
+/// (nesting.rs says why), with the diagnostics its checks say their problems through.
+fn read<'t>(text: &'t str, file: &Path) -> Result<(Diagnostics<'t>, Value), ConfigErrors> {
+    let cx = Diagnostics::new(file, text);
     let limit = |line, column, message: String| {
         Err(ConfigErrors(vec![ConfigError {
             file: file.display().to_string(),
@@ -140,27 +185,18 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
             ),
         );
     }
-    let root: Value = match yaml::parse(text) {
-        Ok(v) => v,
+    match yaml::parse(text) {
+        Ok(root) => Ok((cx, root)),
         Err(e) => {
             let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
-            return Err(ConfigErrors(vec![ConfigError {
+            Err(ConfigErrors(vec![ConfigError {
                 file: cx.file,
                 line,
                 column,
                 probe: None,
                 key: String::new(),
                 message: format!("invalid YAML: {}", positions::strip_location(&e.to_string())),
-            }]));
+            }]))
         }
-    };
-    // `${VAR}` in every string value, before any section is read (env.rs).
-    let mut root = root;
-    let substituted = env::substitute_all(&mut cx, &mut root, env);
-    let config = root::check_root(&mut cx, root);
-    let warnings = cx.finish()?;
-    let mut config = config.expect("no errors means a config");
-    config.warnings = warnings;
-    config.secrets = substituted.into_iter().map(Secret::new).collect();
-    Ok(config)
+    }
 }

@@ -60,13 +60,7 @@ pub(super) fn check_probe(
     let p = Some(name.as_str());
     let key = |k: &str| format!("{prefix}.{k}");
 
-    if !valid_label_value(&name) {
-        cx.error(
-            p,
-            &key("name"),
-            "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
-        );
-    }
+    check_name(cx, prefix, &name);
 
     let url = url(cx, p, &key("url"), &raw.url);
 
@@ -160,27 +154,7 @@ pub(super) fn check_probe(
         .unwrap_or_default()
         .over(defaults.map_or(&no_alert, |d| &d.alert));
     let alert = alert(cx, p, prefix, raw_alert, receivers);
-    let no_slo = RawSlo::default();
-    let raw_slo = raw.slo.unwrap_or_default().over(
-        defaults.map_or(&no_slo, |d| &d.slo),
-        kind.is_none_or(Kind::is_llm),
-    );
-    let slo = slo(cx, p, prefix, raw_slo);
-    if let Some(s) = &slo
-        && s.ttft_p95.is_some()
-        && kind.is_some_and(|k| !k.is_llm())
-    {
-        cx.error(p, &key("slo.ttft_p95"), "only for LLM kinds; use total_p95");
-    }
-
-    let cost = probe_cost(
-        cx,
-        p,
-        prefix,
-        kind,
-        raw.cost,
-        defaults.and_then(|d| d.cost.as_ref()),
-    );
+    let (slo, cost) = slo_and_cost(cx, p, prefix, kind, raw.slo, raw.cost, defaults);
     let budget = probe_budget(
         cx,
         p,
@@ -223,6 +197,56 @@ pub(super) fn check_probe(
         budget,
         trace,
     })
+}
+
+/// A probe's name, the `probe` label.
+pub(super) fn check_name(cx: &mut Diagnostics, prefix: &str, name: &str) {
+    if !valid_label_value(name) {
+        cx.error(
+            Some(name),
+            &format!("{prefix}.name"),
+            "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+        );
+    }
+}
+
+/// A probe's SLO targets and token prices, each over `defaults:`'s: what the report
+/// reads of a probe besides its name, checked in one place for the agent and the report
+/// (report_view.rs), so both say the same of them.
+pub(super) fn slo_and_cost(
+    cx: &mut Diagnostics,
+    p: Option<&str>,
+    prefix: &str,
+    kind: Option<Kind>,
+    raw_slo: Option<RawSlo>,
+    raw_cost: Option<RawCost>,
+    defaults: Option<&Defaults>,
+) -> (Option<Slo>, Option<Cost>) {
+    let no_slo = RawSlo::default();
+    let raw_slo = raw_slo.unwrap_or_default().over(
+        defaults.map_or(&no_slo, |d| &d.slo),
+        kind.is_none_or(Kind::is_llm),
+    );
+    let slo = slo(cx, p, prefix, raw_slo);
+    if let Some(s) = &slo
+        && s.ttft_p95.is_some()
+        && kind.is_some_and(|k| !k.is_llm())
+    {
+        cx.error(
+            p,
+            &format!("{prefix}.slo.ttft_p95"),
+            "only for LLM kinds; use total_p95",
+        );
+    }
+    let cost = probe_cost(
+        cx,
+        p,
+        prefix,
+        kind,
+        raw_cost,
+        defaults.and_then(|d| d.cost.as_ref()),
+    );
+    (slo, cost)
 }
 
 /// `interval` or `schedule` (cron), never both; the default interval otherwise.

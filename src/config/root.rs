@@ -76,34 +76,11 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
     if let Some(d) = defaults.as_mut() {
         d.alert = defaults_alert(cx, std::mem::take(&mut d.alert), &receiver_names);
     }
-    let probes = match probes {
-        Some(Value::Sequence(items)) if !items.is_empty() => items,
-        Some(Value::Sequence(_)) | None => {
-            cx.error(None, "probes", "at least one probe is needed");
-            Vec::new()
-        }
-        Some(_) => {
-            cx.error(None, "probes", "must be a list of probes");
-            Vec::new()
-        }
-    };
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
     let mut sections = Sections::default();
-    for (i, mut value) in probes.into_iter().enumerate() {
-        let prefix = format!("probes[{i}]");
-        // The name, when there is one, labels every message about this probe.
-        let name = value.get("name").and_then(Value::as_str).map(str::to_owned);
-        if let Some(name) = &name
-            && let Some(first) = seen.insert(name.clone(), i)
-        {
-            cx.error(
-                Some(name),
-                &format!("{prefix}.name"),
-                format!("duplicate name; probes[{first}] has it already"),
-            );
-        }
-        let kind = cx.read_kind::<Kind>(&mut value, &prefix, name.as_deref(), "http");
+    for (i, mut value) in probe_items(cx, probes).into_iter().enumerate() {
+        let ProbeItem { prefix, name, kind } = probe_item(cx, &mut seen, i, &mut value);
         // The kind's own keys out first: what is left is the keys every probe has.
         let own = own_keys_of_probe(cx, &mut value, &prefix, name.as_deref(), kind);
         let Some(raw) = cx.section::<RawProbe>(value, &prefix, name.as_deref()) else {
@@ -133,4 +110,52 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
         warnings: Vec::new(),
         secrets: Vec::new(),
     })
+}
+
+/// The items of `probes:`; a list that is missing, empty or not a list is said.
+pub(super) fn probe_items(cx: &mut Diagnostics, probes: Option<Value>) -> Vec<Value> {
+    match probes {
+        Some(Value::Sequence(items)) if !items.is_empty() => items,
+        Some(Value::Sequence(_)) | None => {
+            cx.error(None, "probes", "at least one probe is needed");
+            Vec::new()
+        }
+        Some(_) => {
+            cx.error(None, "probes", "must be a list of probes");
+            Vec::new()
+        }
+    }
+}
+
+/// What a probe's check starts from, read before the rest of it.
+pub(super) struct ProbeItem {
+    /// Its key path, `probes[i]`.
+    pub(super) prefix: String,
+    /// Its name, when it has one: it labels every message about the probe.
+    pub(super) name: Option<String>,
+    /// `None` when missing or unknown (said, and a stand-in put in the value).
+    pub(super) kind: Option<Kind>,
+}
+
+/// The `i`-th probe's key path, name and kind; a name an earlier probe has (in `seen`)
+/// is refused.
+pub(super) fn probe_item(
+    cx: &mut Diagnostics,
+    seen: &mut HashMap<String, usize>,
+    i: usize,
+    value: &mut Value,
+) -> ProbeItem {
+    let prefix = format!("probes[{i}]");
+    let name = value.get("name").and_then(Value::as_str).map(str::to_owned);
+    if let Some(name) = &name
+        && let Some(first) = seen.insert(name.clone(), i)
+    {
+        cx.error(
+            Some(name),
+            &format!("{prefix}.name"),
+            format!("duplicate name; probes[{first}] has it already"),
+        );
+    }
+    let kind = cx.read_kind::<Kind>(value, &prefix, name.as_deref(), "http");
+    ProbeItem { prefix, name, kind }
 }

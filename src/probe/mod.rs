@@ -140,7 +140,8 @@ impl ReadyProbe {
             model: config.model.clone().unwrap_or_default(),
             location: location.clone(),
             labels: config.labels.clone(),
-            // A `${VAR}` in the host or path is a secret: shown as `<redacted>`.
+            // Where it connects is shown; a secret in the URL (a `${VAR}` named as one) is
+            // `<redacted>`.
             endpoint: cx.redactor.current().clean(&display_url(&config.url)),
             query: config
                 .url
@@ -250,15 +251,20 @@ mod tests {
         assert_eq!(cleaned, "got <redacted>, <redacted> and <redacted>");
     }
 
-    /// A `${VAR}` in a URL's path or host is a secret wherever the probe is shown; the
-    /// rest of the path (a long model name included) is shown as written.
+    /// Where a probe connects is shown, from `${VAR}` too: the host, port and path (a
+    /// long model name included); the credentials in the URL and a `${VAR}` named as a
+    /// secret are not.
     #[test]
-    fn shown_endpoints_hide_substituted_values_and_keep_the_rest() {
-        let text = "probes:\n  - name: a\n    kind: http\n    url: http://h.example/v2/models/llama-3-8b-instruct-long/infer/${TOKEN}?key=${KEY}\n  - name: b\n    kind: http\n    url: https://${HOST}:8443/health\n";
+    fn shown_endpoints_hide_credentials_and_keep_the_host() {
+        let text = "probes:\n  - name: a\n    kind: http\n    url: http://h.example/v2/models/llama-3-8b-instruct-long/infer/${TOKEN}?key=${KEY}\n  - name: b\n    kind: http\n    url: https://${HOST}:8443/health\n  - name: c\n    kind: http\n    url: ${EU_ENDPOINT}\n";
         let env = |n: &str| match n {
             "TOKEN" => Some("tok-abcdefgh12".to_owned()),
             "KEY" => Some("k".repeat(10)),
-            "HOST" => Some("tenant-secret.example.net".to_owned()),
+            "HOST" => Some("tenant.example.net".to_owned()),
+            "EU_ENDPOINT" => Some(
+                "https://probe-user:pw-0123456789@eu-gw.example.com:8443/v1/health?api_key=plainwords"
+                    .to_owned(),
+            ),
             _ => None,
         };
         let config = crate::config::parse(text, std::path::Path::new("t.yaml"), &env).unwrap();
@@ -274,6 +280,14 @@ mod tests {
         // The query is shown apart, its secret values redacted.
         assert_eq!(a.identity.query, "?key=<redacted>");
         let b = ReadyProbe::build(&config.probes[1], &"x".into(), &cx).unwrap();
-        assert_eq!(b.identity.endpoint, "https://<redacted>:8443/health");
+        assert_eq!(b.identity.endpoint, "https://tenant.example.net:8443/health");
+        let c = ReadyProbe::build(&config.probes[2], &"x".into(), &cx).unwrap();
+        assert_eq!(c.identity.endpoint, "https://eu-gw.example.com:8443/v1/health");
+        assert_eq!(c.identity.query, "?api_key=<redacted>");
+        let r = cx.redactor.current();
+        assert_eq!(
+            r.clean("cannot connect to eu-gw.example.com:8443 as probe-user:pw-0123456789 with plainwords"),
+            "cannot connect to eu-gw.example.com:8443 as <redacted>:<redacted> with <redacted>"
+        );
     }
 }

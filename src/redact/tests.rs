@@ -348,3 +348,23 @@ fn query_values_are_secrets_by_name_or_shape_not_by_length_alone() {
         "?fault=http_500&api_key=<redacted>"
     );
 }
+
+#[test]
+fn an_endpoint_url_keeps_its_host_and_path_and_loses_its_credentials() {
+    let mut r = Redactor::default();
+    r.add_url_parts(
+        "https://sk-user-0123456789:pa%24s-0123456789@eu-gw.example.com:8443/openai/deployments/gpt-4o-mini-prod/chat?api-version=2024-06-01&api_key=plainwords",
+        false,
+    );
+    assert_eq!(
+        r.clean("POST https://eu-gw.example.com:8443/openai/deployments/gpt-4o-mini-prod/chat?api-version=2024-06-01 as sk-user-0123456789 / pa$s-0123456789 / pa%24s-0123456789 with plainwords"),
+        "POST https://eu-gw.example.com:8443/openai/deployments/gpt-4o-mini-prod/chat?api-version=2024-06-01 as <redacted> / <redacted> / <redacted> with <redacted>"
+    );
+    // A webhook's URL loses its long path segments too: its token is there.
+    let mut r = Redactor::default();
+    r.add_url("https://open.feishu.cn/open-apis/bot/v2/hook/0a1b2c3d-4e5f-6789-abcd-ef0123456789");
+    assert_eq!(
+        r.clean("hook 0a1b2c3d-4e5f-6789-abcd-ef0123456789 refused"),
+        "hook <redacted> refused"
+    );
+}

@@ -42,7 +42,7 @@ impl TokenTotals {
 }
 
 /// The prices of a config, by probe name, for [`super::Report::with_costs`].
-pub fn costs_by_probe(config: Option<&crate::config::Config>) -> BTreeMap<String, Cost> {
+pub fn costs_by_probe(config: Option<&crate::config::ReportView>) -> BTreeMap<String, Cost> {
     config
         .map(|c| {
             c.probes

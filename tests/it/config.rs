@@ -270,7 +270,7 @@ fn plain_lists_of_prompts_and_images_are_accepted() {
 
 /// `${VAR}` in every string value (issue 14): each key gets the value, `$$` stays a
 /// literal `$`, and only values in the places credentials go become secrets; a model,
-/// a label or a link is shown as it is.
+/// a label, a link or where an endpoint is (remote_write's host) is shown as it is.
 #[test]
 fn env_vars_fill_every_string_value_and_only_credentials_are_secrets() {
     use inferprobe::config::KindSpec;
@@ -305,7 +305,7 @@ probes:
         Some(
             match name {
                 "REGION" => "eu-west",
-                "RW_HOST" => "mimirsecrethost.net",
+                "RW_HOST" => "mimir-eu.example.net",
                 "RW_USER" => "tenant-user-secret",
                 "RW_PASSWORD" => "rw-password-secret",
                 "ROUTING_KEY" => "routing-key-secret",
@@ -354,12 +354,11 @@ probes:
     );
     let rw = config.agent.remote_write.as_ref().unwrap();
     assert_eq!(rw.job, "inferprobe-eu-west");
-    assert_eq!(rw.host, "mimirsecrethost.net");
+    assert_eq!(rw.host, "mimir-eu.example.net");
     assert_eq!(config.agent.location.as_deref(), Some("eu-west"));
 
     let redactor = Redactor::for_config(&config);
     for secret in [
-        "mimirsecrethost.net",
         "tenant-user-secret",
         "rw-password-secret",
         "routing-key-secret",
@@ -376,6 +375,7 @@ probes:
         );
     }
     for shown in [
+        "mimir-eu.example.net",
         "llama-3.1-70b-instruct",
         "search-and-ranking",
         "https://runbooks.example.com/llm",

@@ -342,3 +342,128 @@ fn report_explains_a_missing_store_and_bad_periods() {
     let out = run(&["--since", "1h", "--until", "2h"]);
     assert_eq!(out.status.code(), Some(64));
 }
+
+/// `report` runs where the agent's environment is not (a laptop, a CronJob): with
+/// nothing set but PATH, a file whose agent, endpoints, headers and receivers all come
+/// from `${VAR}` gives its report, with the targets and prices the file sets. `check`
+/// and `run` still need every variable; so does `report` one that it reads itself.
+#[test]
+fn report_reads_only_what_it_needs_from_the_environment() {
+    let dir = crate::support::temp_dir("report-env");
+    let until = UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    {
+        let store = AlertStore::open(&dir.join("data")).unwrap();
+        let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
+        let mut rng = Rng(7);
+        for i in 1..=60 {
+            let at = until - Duration::from_secs(60 * i);
+            let run = synthetic(
+                "eu-chat",
+                "eu-west",
+                at,
+                (i % 10 == 0).then_some("http_5xx"),
+                &mut rng,
+                1.0,
+            );
+            while !writer.record(run.clone()) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        writer.close();
+    }
+    let config = dir.join("probes.yaml");
+    let file = r#"agent:
+  listen: ${LISTEN}
+  location: ${REGION}
+  data_dir: ${DATA_DIR:-data}
+  external_url: ${EXTERNAL_URL}
+  remote_write: {url: "${REMOTE_WRITE_URL}", bearer_token: "${REMOTE_WRITE_TOKEN}"}
+receivers:
+  - {name: chat, kind: slack, url: "${SLACK_WEBHOOK_URL}"}
+  - {name: pager, kind: pagerduty, routing_key: "${PAGERDUTY_ROUTING_KEY}"}
+defaults:
+  headers: {X-Api-Key: "${GATEWAY_KEY}"}
+  slo: {availability: 99.5}
+probes:
+  - name: eu-chat
+    kind: openai_chat
+    url: ${EU_ENDPOINT}/v1/chat/completions
+    model: ${MODEL}
+    headers: {Authorization: "Bearer ${OPENAI_API_KEY}"}
+    slo: {ttft_p95: 300ms}
+    cost: {input_per_million: 0.15, output_per_million: 0.6}
+    alert: {receivers: [chat, pager]}
+"#;
+    std::fs::write(&config, file).unwrap();
+    let bin = env!("CARGO_BIN_EXE_inferprobe");
+    let bare = |args: &[&str]| {
+        Command::new(bin)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .args(args)
+            .arg("-c")
+            .arg(&config)
+            .output()
+            .unwrap()
+    };
+    let out = bare(&[
+        "report",
+        "--since",
+        "1899990000",
+        "--until",
+        "1900000000",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status.code());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let chat = &json["probes"][0];
+    assert_eq!(chat["probe"], "eu-chat", "{json}");
+    assert_eq!(chat["runs"], 60, "{json}");
+    assert_eq!(chat["failures"], 6, "{json}");
+    // The file's targets and prices, over `defaults:`: the file was read.
+    assert_eq!(chat["objectives"]["availability"], 0.995, "{json}");
+    assert_eq!(chat["objectives"]["ttft_seconds"], 0.3, "{json}");
+    assert_eq!(chat["cost"]["input_per_million"], 0.15, "{json}");
+
+    // `check` (and so `run`) still needs all of them, each named where it is used.
+    let out = bare(&["check"]);
+    assert_eq!(out.status.code(), Some(64));
+    let said = String::from_utf8_lossy(&out.stdout);
+    for (line, variable) in [
+        (2, "LISTEN"),
+        (3, "REGION"),
+        (5, "EXTERNAL_URL"),
+        (8, "SLACK_WEBHOOK_URL"),
+        (11, "GATEWAY_KEY"),
+        (16, "EU_ENDPOINT"),
+        (18, "OPENAI_API_KEY"),
+    ] {
+        let want = format!(":{line}:");
+        assert!(
+            said.lines()
+                .any(|l| l.contains(&want)
+                    && l.ends_with(&format!("environment variable {variable} is not set"))),
+            "check does not name {variable} at line {line}:\n{said}"
+        );
+    }
+
+    // A variable the report reads is as needed as ever: positioned, exit 64.
+    std::fs::write(
+        &config,
+        file.replace("slo: {ttft_p95: 300ms}", "slo: {ttft_p95: \"${TTFT_TARGET}\"}"),
+    )
+    .unwrap();
+    let out = bare(&["report", "--since", "1899990000", "--until", "1900000000"]);
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "{}:19:21: probe \"eu-chat\": probes[0].slo.ttft_p95: environment variable TTFT_TARGET is not set",
+            config.display()
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -10,16 +10,21 @@
 //! Servers also echo what they heard changed, as real ones do: upper or lower case,
 //! base64 (of the token, of `Bearer <token>`, of `user:<token>`, URL-safe too), a
 //! masked tail (`sk-...abcd`, `****abcd`), cut by themselves (`MARK4env...`), or placed
-//! across the 200-character cut of an error message. A `${VAR}` in a URL's path and
-//! one in its host are secrets too. No marker may appear in any case, no base64 of one,
-//! no masked tail and no six-character start of one.
+//! across the 200-character cut of an error message. A `${VAR}` named as a secret
+//! (`SECRET_HOST`, `SECRET_PATH_TOKEN`) is one in a URL's host or path too. No marker
+//! may appear in any case, no base64 of one, no masked tail and no six-character start
+//! of one.
+//!
+//! Where a probe connects is not a secret: an endpoint from `${VAR}` (a base URL, or a
+//! whole URL with userinfo and `?api_key=`) shows its host, port and path on the status
+//! page, in the API, in `once` and in the logs, its credentials in none of them.
 
 use std::process::Command;
 use std::time::Duration;
 
 use crate::support::*;
 
-const MARKERS: [&str; 11] = [
+const MARKERS: [&str; 14] = [
     "MARK1probeheaderkey",
     "MARK2urlpassword",
     "MARK3urlquerytoken",
@@ -31,6 +36,9 @@ const MARKERS: [&str; 11] = [
     "MARK9rwpassword",
     "MARKApathtoken",
     "markbsecrethost",
+    "MARKCenvurluser",
+    "MARKDenvurlpass",
+    "MARKEenvurlapikey",
 ];
 
 /// How the echoing servers change what they heard, by request path (`/form/<name>`).
@@ -195,6 +203,15 @@ probes:
   - name: env-host
     kind: http
     url: http://${{SECRET_HOST}}:{port}/health
+  - name: env-base
+    kind: http
+    url: ${{EU_BASE}}/v1/env-base
+  - name: env-url
+    kind: http
+    url: ${{EU_URL}}
+  - name: env-down
+    kind: http
+    url: ${{DOWN_BASE}}/health
 {forms}"#,
             m1 = MARKERS[0],
             m2 = MARKERS[1],
@@ -217,11 +234,26 @@ probes:
     // bearer_token are exclusive).
     let mut surfaces: Vec<(String, String)> = Vec::new();
     let binary = env!("CARGO_BIN_EXE_inferprobe");
+    // Endpoints from the environment: a base URL, a whole URL with its credentials,
+    // and one that refuses connections.
+    let eu_base = format!("http://{failing}");
+    let eu_url = format!(
+        "http://{}:{}@{failing}/v1/env-url?api_key={}&region=eu-west",
+        MARKERS[11], MARKERS[12], MARKERS[13]
+    );
+    let down = format!("127.0.0.1:{}", closed_port());
+    let down_base = format!("http://{down}");
+    let endpoints = [
+        ("EU_BASE", eu_base.as_str()),
+        ("EU_URL", eu_url.as_str()),
+        ("DOWN_BASE", down_base.as_str()),
+    ];
     let run = |args: &[&str]| {
         let out = Command::new(binary)
             .env("SECRET_TEST_TOKEN", MARKERS[3])
             .env("SECRET_PATH_TOKEN", MARKERS[9])
             .env("SECRET_HOST", format!("{}.invalid", MARKERS[10]))
+            .envs(endpoints)
             .args(args)
             .output()
             .unwrap();
@@ -257,6 +289,7 @@ probes:
     cmd_env.insert("SECRET_PATH_TOKEN", MARKERS[9]);
     let host = format!("{}.invalid", MARKERS[10]);
     cmd_env.insert("SECRET_HOST", &host);
+    cmd_env.extend(endpoints);
     let d = Daemon::start_with_env(
         &config,
         &["--log-level", "debug", "--data-dir", data.to_str().unwrap()],
@@ -293,6 +326,12 @@ probes:
         "/api/v1/probes/env-host",
         "/probes/form-straddle",
         "/probes/form-masked",
+        "/probes/env-base",
+        "/api/v1/probes/env-base",
+        "/probes/env-url",
+        "/api/v1/probes/env-url",
+        "/probes/env-down",
+        "/api/v1/probes/env-down",
     ] {
         let (status, _, body) = http_get(&d.addr, path, None);
         assert_eq!(status, 200, "{path}");
@@ -361,7 +400,7 @@ probes:
         .filter_map(|b| base64_decode(b.trim()))
         .collect();
     // The secret host never resolves: its probe fails on DNS, checked below.
-    for m in &MARKERS[..10] {
+    for m in MARKERS.iter().filter(|m| **m != MARKERS[10]) {
         assert!(
             heard.contains(m) || basic.iter().any(|b| b.contains(m)),
             "{m} never reached a server: the test does not exercise it"
@@ -389,6 +428,47 @@ probes:
         assert!(
             all.contains(&format!("\"probe\":\"form-{form}\"")),
             "the {form} echo ran"
+        );
+    }
+    // Where the endpoints from `${VAR}` are is shown wherever the probe is.
+    let surface = |name: &str| {
+        &surfaces
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no surface {name}"))
+            .1
+    };
+    let shown = [
+        ("/probes/env-base", format!("http://{failing}/v1/env-base")),
+        (
+            "/api/v1/probes/env-base",
+            format!("\"endpoint\":\"http://{failing}/v1/env-base\""),
+        ),
+        ("/probes/env-url", format!("http://{failing}/v1/env-url")),
+        (
+            "/probes/env-url",
+            "?api_key=&lt;redacted&gt;&amp;region=eu-west".to_owned(),
+        ),
+        (
+            "/api/v1/probes/env-url",
+            format!("\"endpoint\":\"http://{failing}/v1/env-url\""),
+        ),
+        ("/", format!("http://{down}/health")),
+        ("/api/v1/probes/env-down", format!("cannot connect to {down}")),
+        (
+            "once --format json",
+            format!("\"endpoint\":\"http://{failing}/v1/env-base\""),
+        ),
+        (
+            "once table",
+            format!("env-down: connect: cannot connect to {down}"),
+        ),
+        ("daemon log (debug)", format!("cannot connect to {down}")),
+    ];
+    for (name, text) in &shown {
+        assert!(
+            surface(name).contains(text.as_str()),
+            "{name} does not show {text}"
         );
     }
     // The encoded Basic credentials are as secret as the password inside them.
