@@ -16,7 +16,8 @@ const WIDTH: f64 = 320.0;
 const HEIGHT: f64 = 150.0;
 /// Room for the value labels on the left and the bucket labels below.
 const LEFT: f64 = 52.0;
-const RIGHT: f64 = 8.0;
+/// Half a day's label: the last one is centred on its point too.
+const RIGHT: f64 = 16.0;
 const TOP: f64 = 10.0;
 const BOTTOM: f64 = 22.0;
 /// Bucket labels under the axis at most: a week's days.
@@ -53,7 +54,8 @@ impl Chart<'_> {
     }
 
     /// The value range drawn: latency from zero, availability from a little under its
-    /// lowest value (or the objective) up to 100 %.
+    /// lowest value (or the objective) up to 100 %; the open end on a round number
+    /// (99 %, 90 %, 2.5 s), so the axis reads at a glance.
     fn range(&self) -> (f64, f64) {
         let values = self
             .current
@@ -65,13 +67,26 @@ impl Chart<'_> {
             .filter(|v| v.is_finite());
         if self.higher_is_better {
             let lo = values.fold(1.0_f64, f64::min);
-            let lo = (lo - (1.0 - lo) * 0.15).clamp(0.0, 1.0 - 1e-4);
-            (lo, 1.0)
+            let lo = 1.0 - round_up((1.0 - lo) * 1.1).max(1e-3);
+            (lo.clamp(0.0, 1.0 - 1e-3), 1.0)
         } else {
             let hi = values.fold(0.0_f64, f64::max);
-            (0.0, if hi > 0.0 { hi * 1.12 } else { 1.0 })
+            (0.0, if hi > 0.0 { round_up(hi * 1.1) } else { 1.0 })
         }
     }
+}
+
+/// The smallest of 1, 2, 2.5 and 5 times a power of ten at or over `x` (> 0).
+fn round_up(x: f64) -> f64 {
+    if !(x.is_finite() && x > 0.0) {
+        return 1.0;
+    }
+    let power = 10f64.powf(x.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|v| *v >= x * (1.0 - 1e-9))
+        .unwrap_or(10.0 * power)
 }
 
 /// The chart as an `<svg>` element.
@@ -206,15 +221,9 @@ pub(super) fn svg(chart: &Chart) -> String {
         if i != last && (i % every != 0 || last - i < every) {
             continue;
         }
-        let anchor = match i {
-            _ if n == 1 => "middle",
-            0 => "start",
-            i if i == last => "end",
-            _ => "middle",
-        };
         let _ = write!(
             out,
-            "<text x=\"{:.1}\" y=\"{label_y}\" font-size=\"10\" text-anchor=\"{anchor}\" fill=\"#5b6470\">{}</text>",
+            "<text x=\"{:.1}\" y=\"{label_y}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#5b6470\">{}</text>",
             x(i),
             esc(label)
         );
@@ -263,6 +272,20 @@ mod tests {
         for (i, _) in svg.match_indices("/>") {
             assert_eq!(&svg[i - 1..i], "\"", "{}", &svg[i.saturating_sub(30)..i + 2]);
         }
+    }
+
+    #[test]
+    fn axes_end_on_round_numbers() {
+        assert_eq!(round_up(0.0059), 0.01);
+        assert_eq!(round_up(0.0759), 0.1);
+        assert_eq!(round_up(0.896), 1.0);
+        assert_eq!(round_up(3.36), 5.0);
+        assert_eq!(round_up(1.8), 2.0);
+        assert_eq!(round_up(2.2), 2.5);
+        assert_eq!(round_up(0.002), 0.002);
+        let c = chart(vec![Some(0.9941)], vec![Some(1.0)]);
+        let (lo, hi) = c.range();
+        assert!((lo - 0.99).abs() < 1e-12 && hi == 1.0, "{lo}");
     }
 
     #[test]
