@@ -140,8 +140,14 @@ fn hostile_names_stay_text_in_markdown_and_html() {
     let mut r = report();
     let hostile = "x](https://evil.example) ![t](https://evil.example/p.png) <img src=x onerror=alert(1)> *b* _i_ `c` ~~s~~ &amp; \\| a\nb\r| c |";
     r.rows[0].probe = hostile.into();
+    r.trends[0].probe = hostile.into();
     r.incidents[0].location = hostile.into();
     let md = r.to_markdown();
+    // The verdict line: one list item, the name as text.
+    assert!(
+        md.contains("\n- ❌ x\\](https://evil.example) \\!\\[t\\]"),
+        "{md}"
+    );
     for raw in [
         "x](", " ![", " <img", " *b*", " _i_", " `c`", "~~s", " &amp;", "\nb", "\r",
     ] {
@@ -158,6 +164,13 @@ fn hostile_names_stay_text_in_markdown_and_html() {
     }
     let html = r.to_html();
     assert!(!html.contains("<img") && html.contains("&lt;img src=x"), "{html}");
+    // In attributes too (the verdict's and the chart section's data-probe).
+    assert_eq!(
+        html.matches("data-probe=\"x](https://evil.example) ![t](https://evil.example/p.png) &lt;img")
+            .count(),
+        2,
+        "{html}"
+    );
 }
 
 #[test]

@@ -59,6 +59,17 @@ fn synthetic(
     }
 }
 
+/// A run's failure: `http_5xx` in an outage, else `timeout_total` at random at `rate`.
+fn failure_at(in_outage: bool, rate: f64, rng: &mut Rng) -> Option<&'static str> {
+    if in_outage {
+        Some("http_5xx")
+    } else if rng.next() < rate {
+        Some("timeout_total")
+    } else {
+        None
+    }
+}
+
 /// Nearest rank, written out here rather than taken from the crate: the k-th smallest
 /// value with k = ceil(q n).
 fn nearest_rank(values: &[f64], q: f64) -> f64 {
@@ -116,13 +127,7 @@ fn report_figures_match_an_independent_computation() {
                 let mut t = since - week;
                 while t < until {
                     let in_outage = t >= outage_start && t < outage_start + outage_len;
-                    let failure = if in_outage {
-                        Some("http_5xx")
-                    } else if rng.next() < 0.004 {
-                        Some("timeout_total")
-                    } else {
-                        None
-                    };
+                    let failure = failure_at(in_outage, 0.004, &mut rng);
                     let r = synthetic(probe, location, t, failure, &mut rng, slow);
                     let e = if t >= since { &mut entry.0 } else { &mut entry.1 };
                     e.runs += 1;
@@ -341,6 +346,13 @@ fn report_explains_a_missing_store_and_bad_periods() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--since"));
     let out = run(&["--since", "1h", "--until", "2h"]);
     assert_eq!(out.status.code(), Some(64));
+    let out = run(&["--timezone", "Asia/Shangai"]);
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--timezone: `Asia/Shangai` is not an IANA time zone name"),
+        "{stderr}"
+    );
 }
 
 /// In the DOM of the HTML report, once Chromium has laid it out: each verdict line with
@@ -398,13 +410,7 @@ fn the_html_report_renders_in_chromium_with_verdicts_charts_and_colours() {
                         && location == "cn-east"
                         && t >= outage
                         && t < outage + Duration::from_secs(3 * 3600);
-                    let failure = if down {
-                        Some("http_5xx")
-                    } else if rng.next() < 0.002 {
-                        Some("timeout_total")
-                    } else {
-                        None
-                    };
+                    let failure = failure_at(down, 0.002, &mut rng);
                     // Last week a little slower than this one.
                     let pace = if t < since { slow * 1.15 } else { slow };
                     let r = synthetic(probe, location, t, failure, &mut rng, pace);
