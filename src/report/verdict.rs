@@ -111,15 +111,10 @@ impl Verdict {
                 let failed: std::collections::BTreeSet<&str> =
                     self.missed.iter().map(|m| m.location.as_str()).collect();
                 let misses: Vec<String> = self.missed.iter().map(Miss::words).collect();
-                out += &format!(
-                    " in {} of {n} location{}: {}.",
-                    failed.len(),
-                    if n == 1 { "" } else { "s" },
-                    misses.join("; ")
-                );
+                out += &format!(" in {} of {}: {}.", failed.len(), locations(n), misses.join("; "));
             }
-            Outcome::Met => out += &format!(" in {}.", location_count(n)),
-            Outcome::NoObjective => out += &format!(" (no slo: for it), {}.", location_count(n)),
+            Outcome::Met => out += &format!(" in {n} of {}.", locations(n)),
+            Outcome::NoObjective => out += &format!(" (no slo: set) in {}.", locations(n)),
         }
         if let Some(a) = self.availability() {
             out += &format!(" Availability {}", percent(a));
@@ -137,11 +132,9 @@ impl Verdict {
     }
 }
 
-fn location_count(n: usize) -> String {
-    match n {
-        1 => "its one location".into(),
-        n => format!("all {n} locations"),
-    }
+/// `1 location`, `2 locations`.
+fn locations(n: usize) -> String {
+    format!("{n} location{}", if n == 1 { "" } else { "s" })
 }
 
 /// `86%`, or `none (2.9x spent)` when overspent.
@@ -284,7 +277,7 @@ mod tests {
         assert!((met[0].budget_left.unwrap() - 0.7).abs() < 1e-12);
         assert_eq!(
             met[0].line(),
-            "chat: SLO met in all 2 locations. Availability 99.70% (objective 99.00%), error budget left: 70.00%."
+            "chat: SLO met in 2 of 2 locations. Availability 99.70% (objective 99.00%), error budget left: 70.00%."
         );
         let not = verdicts(&[row("eu", 1000, 2, 0.3), row("us", 1000, 40, 0.6)]);
         assert_eq!(not[0].outcome, Outcome::NotMet);
