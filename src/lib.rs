@@ -36,6 +36,7 @@ pub mod server;
 pub mod simulate;
 pub mod stats;
 pub mod store;
+pub mod time_zone;
 pub mod unix_time;
 
 pub use agent::{Agent, AgentError, AgentSettings, ReloadSummary};

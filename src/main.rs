@@ -209,6 +209,10 @@ struct ReportRequest {
     /// local store is not read. `user:password@` in the URL is sent as basic auth.
     #[arg(long, value_name = "URL")]
     prometheus: Option<String>,
+    /// The IANA time zone the report's times are shown in (Asia/Shanghai, UTC); else
+    /// agent.timezone of the config, else UTC.
+    #[arg(long, value_name = "ZONE")]
+    timezone: Option<String>,
 }
 
 /// The agent's own port: how it is secured and what it lets clients hold.

@@ -98,6 +98,8 @@ pub struct Agent {
     /// How long after its start a run is surely in the history (the longest timeout
     /// plus the writer's slack), in ms: the results API serves only settled history.
     settle_ms: Arc<AtomicU64>,
+    /// agent.timezone, which the status page reads: a reload changes it in place.
+    time_zone: Arc<std::sync::RwLock<crate::time_zone::TimeZone>>,
     /// The remote_write pusher, when configured.
     push: Option<Running<RemoteWriteConfig>>,
     /// Where the fan-out offers runs as OTLP spans (agent.tracing).
@@ -140,6 +142,7 @@ impl Agent {
         let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
         let reader = Arc::new(HistoryReader::open(store.path())?);
         let settle_ms = Arc::new(AtomicU64::new(0));
+        let time_zone = Arc::new(std::sync::RwLock::new(config.agent.timezone));
         let api_base = config.agent.external_url.clone().unwrap_or_else(|| {
             let base = default_api_base(listener.local_addr().ok());
             // Links in pages must use the scheme the port speaks.
@@ -175,6 +178,7 @@ impl Agent {
                 alerts: paging.active.subscribe(),
                 history: reader,
                 settle_ms: settle_ms.clone(),
+                time_zone: time_zone.clone(),
                 ready: ready.clone(),
                 location: location.clone(),
                 started_at: SystemTime::now(),
@@ -190,6 +194,7 @@ impl Agent {
             paging,
             history,
             settle_ms,
+            time_zone,
             push: None,
             spans,
             export: None,
@@ -339,6 +344,7 @@ impl Agent {
         );
         self.paging.configure(config, built.receivers);
         self.history.set_limits(config.agent.history);
+        *self.time_zone.write().unwrap_or_else(|p| p.into_inner()) = config.agent.timezone;
         for probe in built.probes {
             let busy = stopped
                 .remove(&probe.config.name)

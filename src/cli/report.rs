@@ -8,6 +8,7 @@ use inferprobe::config::{self, ReportSource, ReportView};
 use inferprobe::human::{printable, printable_json, printable_text};
 use inferprobe::report::{self, Report};
 use inferprobe::store;
+use inferprobe::time_zone::TimeZone;
 
 use super::{DEFAULT_DATA_DIR, EXIT_BAD_CONFIG, log_warnings, refused};
 use crate::{ReportFormat, ReportRequest};
@@ -54,6 +55,14 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
     };
+    let time_zone = match request.timezone.as_deref().map(TimeZone::parse) {
+        Some(Ok(tz)) => tz,
+        Some(Err(e)) => {
+            eprintln!("error: --timezone: {e}");
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+        None => config.as_ref().map_or(TimeZone::UTC, |c| c.timezone),
+    };
     let costs = report::costs_by_probe(config.as_ref());
     let targets = report::targets_by_probe(config.as_ref());
     let target_of = move |probe: &str| targets.get(probe).copied().unwrap_or_default();
@@ -78,7 +87,7 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
             }
         },
     };
-    let report = report.with_costs(&costs);
+    let report = report.with_costs(&costs).with_time_zone(time_zone);
     let text = match request.format {
         ReportFormat::Markdown => report.to_markdown(),
         ReportFormat::Html => report.to_html(),

@@ -15,6 +15,7 @@ use super::remote_write::{RawRemoteWrite, RemoteWriteConfig, remote_write};
 use super::tracing::{RawTracing, TracingConfig, tracing};
 use super::url::parse_url;
 use super::values::{any_duration, valid_label_value};
+use crate::time_zone::TimeZone;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
@@ -32,6 +33,8 @@ pub struct AgentConfig {
     pub metrics: MetricsDetail,
     /// `agent.tracing`: each run exported as a span; `None` (the default) exports nothing.
     pub tracing: Option<TracingConfig>,
+    /// `agent.timezone`: the zone times are shown in (status page, report); UTC by default.
+    pub timezone: TimeZone,
 }
 
 /// `agent.history`: how much run history the store keeps, by age and by disk use
@@ -112,6 +115,9 @@ pub(super) struct RawAgent {
     pub(super) metrics: Option<RawMetrics>,
     /// Export each run as one client span over OTLP/HTTP (off by default).
     pub(super) tracing: Option<RawTracing>,
+    /// The IANA time zone times are shown in on the status page and in the report, e.g.
+    /// Asia/Shanghai (default UTC); `report --timezone` overrides it.
+    pub(super) timezone: Option<String>,
 }
 
 pub(super) fn check_agent(cx: &mut Diagnostics, value: Value) -> Option<AgentConfig> {
@@ -125,6 +131,7 @@ pub(super) fn check_agent(cx: &mut Diagnostics, value: Value) -> Option<AgentCon
             history: HistoryConfig::default(),
             metrics: MetricsDetail::default(),
             tracing: None,
+            timezone: TimeZone::UTC,
         });
     }
     let raw: RawAgent = cx.section(value, "agent", None)?;
@@ -172,6 +179,14 @@ pub(super) fn check_agent(cx: &mut Diagnostics, value: Value) -> Option<AgentCon
             false
         }
     });
+    let timezone = match raw.timezone.as_deref().map(TimeZone::parse) {
+        None => TimeZone::UTC,
+        Some(Ok(tz)) => tz,
+        Some(Err(e)) => {
+            cx.error(None, "agent.timezone", e.to_string());
+            TimeZone::UTC
+        }
+    };
     let remote_write = raw.remote_write.and_then(|r| remote_write(cx, r));
     let history = history(cx, raw.history.unwrap_or_default());
     Some(AgentConfig {
@@ -183,6 +198,7 @@ pub(super) fn check_agent(cx: &mut Diagnostics, value: Value) -> Option<AgentCon
         external_url: external_url.map(|u| u.trim_end_matches('/').to_owned()),
         metrics: raw.metrics.and_then(|m| m.detail).unwrap_or_default(),
         tracing: raw.tracing.and_then(|t| tracing(cx, t)),
+        timezone,
     })
 }
 

@@ -1,6 +1,6 @@
 //! What `inferprobe report` reads of probes.yaml, and nothing else: each probe's name,
 //! kind, SLO targets and token prices (with `defaults:`' targets and prices), and
-//! `agent.data_dir` when the report's figures come from the agent's store. The report
+//! `agent.timezone`, and `agent.data_dir` when the report's figures come from the agent's store. The report
 //! runs where the agent's environment often is not (a laptop, a CronJob), so the other
 //! keys are taken out of the file's value ([`keep_report_keys`]) before `${VAR}` is
 //! substituted: a variable only the agent needs (its `listen`, an endpoint's URL, a
@@ -29,20 +29,22 @@ use crate::probe::kinds::Kind;
 pub enum ReportSource {
     /// The store in `agent.data_dir`: the report reads the key.
     AgentDataDir,
-    /// `--data-dir` or `--prometheus` says: `agent:` is not read at all.
+    /// `--data-dir` or `--prometheus` says: of `agent:`, only its `timezone` is read.
     Elsewhere,
 }
 
 /// The keys of each section the report reads; a section not named is not read.
 const DEFAULTS_KEYS: [&str; 2] = ["slo", "cost"];
 const PROBE_KEYS: [&str; 4] = ["name", "kind", "slo", "cost"];
-const AGENT_KEYS: [&str; 1] = ["data_dir"];
+const AGENT_KEYS: [&str; 2] = ["data_dir", "timezone"];
 
 /// probes.yaml as `inferprobe report` reads it.
 #[derive(Debug, Clone)]
 pub struct ReportView {
     /// `agent.data_dir` (relative paths: to the config file), when it was read.
     pub data_dir: Option<PathBuf>,
+    /// `agent.timezone`: the report's times are in it unless `--timezone` says.
+    pub timezone: crate::time_zone::TimeZone,
     pub probes: Vec<ReportProbe>,
     /// Allowed but risky settings among the keys read, positioned like errors.
     pub warnings: Vec<ConfigError>,
@@ -78,7 +80,7 @@ pub(super) fn keep_report_keys(root: &mut Value, source: ReportSource) {
     };
     let agent_keys: &[&str] = match source {
         ReportSource::AgentDataDir => &AGENT_KEYS,
-        ReportSource::Elsewhere => &[],
+        ReportSource::Elsewhere => &AGENT_KEYS[1..],
     };
     map.retain(|key, _| matches!(key.as_str(), Some("agent" | "defaults" | "probes")));
     let keep = |value: &mut Value, keys: &[&str]| {
@@ -132,6 +134,7 @@ pub(super) fn check_report_view(cx: &mut Diagnostics, root: Value) -> Option<Rep
     }
     Some(ReportView {
         data_dir: agent.data_dir,
+        timezone: agent.timezone,
         probes,
         warnings: Vec::new(),
     })
@@ -152,6 +155,7 @@ agent:
   listen: ${LISTEN}
   location: ${REGION}
   data_dir: ${DATA_DIR:-/var/lib/inferprobe}
+  timezone: Asia/Shanghai
   remote_write: {url: "${RW_URL}", bearer_token: "${RW_TOKEN}"}
 receivers:
   - {name: chat, kind: slack, url: "${SLACK_WEBHOOK_URL}"}
@@ -184,6 +188,7 @@ probes:
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(looked_up.into_inner(), ["DATA_DIR"]);
         assert_eq!(view.data_dir.as_deref(), Some(Path::new("/var/lib/inferprobe")));
+        assert_eq!(view.timezone.name(), "Asia/Shanghai");
         let names: Vec<&str> = view.probes.iter().map(|p| &*p.name).collect();
         assert_eq!(names, ["eu-chat", "health"]);
         let chat = &view.probes[0];
@@ -207,10 +212,10 @@ probes:
         assert_eq!(
             errors,
             "p.yaml:5:13: agent.data_dir: environment variable DATA_DIR is not set\n\
-             p.yaml:18:21: probe \"eu-chat\": probes[0].slo.ttft_p95: environment variable TTFT is not set\n\
-             p.yaml:20:11: probes[1].name: environment variable HEALTH_NAME is not set"
+             p.yaml:19:21: probe \"eu-chat\": probes[0].slo.ttft_p95: environment variable TTFT is not set\n\
+             p.yaml:21:11: probes[1].name: environment variable HEALTH_NAME is not set"
         );
-        // With the store given elsewhere, `agent:` is not read at all.
+        // With the store given elsewhere, `agent.data_dir` is not read.
         let errors =
             parse_for_report(&text, Path::new("p.yaml"), &|_| None, ReportSource::Elsewhere).unwrap_err();
         assert_eq!(errors.0.len(), 2, "{errors}");

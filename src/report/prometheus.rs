@@ -21,6 +21,7 @@
 //! - incidents: `min by (probe, location) (inferprobe_up)` over the period (see
 //!   [`streaks`]); the failed runs and reasons of each of the longest from
 //!   `increase(inferprobe_runs_total{result="failure"})` over the incident.
+//! - the charts and where the data starts: trends.rs, the same expressions per bucket.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,8 +29,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::net::{TlsRoots, control_plane_client, describe_error, read_capped};
 use crate::redact::percent_decode;
-use crate::report::{Report, Row, top};
+use crate::report::{Report, Row, top, trend};
 use crate::stats::{Incident, Quantiles, Summary, Targets};
+use crate::time_zone::TimeZone;
+
+mod trends;
 
 /// Per query: a slow Prometheus (a 7-day range over thousands of series) gets this long.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -205,6 +209,10 @@ pub async fn report(
         fill_incident(incident, &reasons);
     }
 
+    let bucket = trend::bucket_for(len);
+    let trends = trends::trends(&prom, since, until, bucket).await?;
+    let data_from = trends::data_from(&prom, since, until, step).await?;
+
     Ok(Report {
         since,
         until,
@@ -212,6 +220,10 @@ pub async fn report(
         exact: false,
         rows,
         incidents,
+        bucket,
+        trends,
+        data_from,
+        time_zone: TimeZone::UTC,
     })
 }
 

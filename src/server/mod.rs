@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::alert::Firing;
 use crate::metrics::{Metrics, TextFormat};
 use crate::store::{Cursor, HistoryReader, Latest, RunQuery, RunRecord, StoreError};
+use crate::time_zone::TimeZone;
 use page::{AgentView, ProbeView};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -60,6 +61,8 @@ pub struct ServerState {
     pub history: Arc<HistoryReader>,
     /// Runs that started more than this long ago (ms) are surely in the history.
     pub settle_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// agent.timezone: the zone the status page shows times in.
+    pub time_zone: Arc<std::sync::RwLock<TimeZone>>,
     pub ready: Arc<AtomicBool>,
     pub location: String,
     pub started_at: SystemTime,
@@ -480,6 +483,7 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
         started_at: s.started_at,
         history_since: first_runs.values().min().copied(),
         now,
+        time_zone: *s.time_zone.read().unwrap_or_else(|p| p.into_inner()),
     };
     Ok((agent, probes))
 }

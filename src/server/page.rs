@@ -11,9 +11,10 @@ use std::time::{Duration, SystemTime};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::alert::{Condition, Firing};
-use crate::human::{clock, html_escape as esc, percent, seconds, shorten, span};
+use crate::human::{html_escape as esc, percent, seconds, shorten, span};
 use crate::stats::{Summary, Targets, percentile};
 use crate::store::RunRecord;
+use crate::time_zone::TimeZone;
 
 /// The windows of the status page.
 pub const WINDOWS: [(Duration, &str); 3] = [
@@ -180,6 +181,8 @@ pub struct AgentView {
     /// The oldest run in the history, if any.
     pub history_since: Option<SystemTime>,
     pub now: SystemTime,
+    /// agent.timezone: every time on the page is shown in it, with its offset.
+    pub time_zone: TimeZone,
 }
 
 const STYLE: &str = "
@@ -252,7 +255,7 @@ pub fn index(agent: &AgentView, probes: &[ProbeView]) -> String {
     let _ = write!(
         out,
         "<header><h1>inferprobe status</h1><span>location <b>{}</b></span>\
-         <span class=mute>{} probes, {}</span><span class=mute>as of {} UTC</span></header>",
+         <span class=mute>{} probes, {}</span><span class=mute>as of {}</span></header>",
         esc(&agent.location),
         probes.len(),
         if down == 0 {
@@ -260,14 +263,14 @@ pub fn index(agent: &AgentView, probes: &[ProbeView]) -> String {
         } else {
             format!("<b class=fail>{down} with problems</b>")
         },
-        clock(agent.now)
+        esc(&agent.time_zone.clock_with_offset(agent.now))
     );
     notice(&mut out, agent);
     let mut order: Vec<&ProbeView> = probes.iter().collect();
     order.sort_by(|a, b| a.state().cmp(&b.state()).then_with(|| a.name.cmp(&b.name)));
     out.push_str("<main class=grid>");
     for p in order {
-        card(&mut out, p, agent.now);
+        card(&mut out, p, agent);
     }
     if probes.is_empty() {
         out.push_str("<p>No probes are configured.</p>");
@@ -277,7 +280,8 @@ pub fn index(agent: &AgentView, probes: &[ProbeView]) -> String {
     out
 }
 
-fn card(out: &mut String, p: &ProbeView, now: SystemTime) {
+fn card(out: &mut String, p: &ProbeView, agent: &AgentView) {
+    let now = agent.now;
     let state = p.state();
     let _ = write!(
         out,
@@ -293,7 +297,7 @@ fn card(out: &mut String, p: &ProbeView, now: SystemTime) {
     identity(out, p);
     alerts(out, p, now);
     windows_table(out, p);
-    last_lines(out, p, now);
+    last_lines(out, p, agent);
     chart_block(out, p, 360, 64);
     out.push_str("</section>");
 }
@@ -381,7 +385,8 @@ fn partial(covered: Duration, len: Duration) -> bool {
     covered.as_secs_f64() < len.as_secs_f64() * (1.0 - PARTIAL_SLACK)
 }
 
-fn last_lines(out: &mut String, p: &ProbeView, now: SystemTime) {
+fn last_lines(out: &mut String, p: &ProbeView, agent: &AgentView) {
+    let now = agent.now;
     match &p.last {
         Some(r) => {
             let _ = write!(
@@ -397,8 +402,8 @@ fn last_lines(out: &mut String, p: &ProbeView, now: SystemTime) {
         Some(f) => {
             let _ = write!(
                 out,
-                "<div>Last failure <span title=\"{} UTC\">{} ago</span>: <span class=fail>{}</span>{}</div>",
-                clock(f.at),
+                "<div>Last failure <span title=\"{}\">{} ago</span>: <span class=fail>{}</span>{}</div>",
+                esc(&agent.time_zone.clock_with_offset(f.at)),
                 span(now.duration_since(f.at).unwrap_or_default()),
                 esc(f.reason.as_deref().unwrap_or("")),
                 f.message
@@ -535,19 +540,19 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
     let _ = write!(
         out,
         "<header><h1><a href=\"/\">inferprobe</a> / {}</h1><span class=\"badge {}\">{}</span>\
-         <span>location <b>{}</b></span><span class=mute>as of {} UTC</span></header>",
+         <span>location <b>{}</b></span><span class=mute>as of {}</span></header>",
         esc(&p.name),
         state.class(),
         state.label(),
         esc(&agent.location),
-        clock(agent.now)
+        esc(&agent.time_zone.clock_with_offset(agent.now))
     );
     notice(&mut out, agent);
     out.push_str("<section class=card>");
     identity(&mut out, p);
     alerts(&mut out, p, agent.now);
     windows_table(&mut out, p);
-    last_lines(&mut out, p, agent.now);
+    last_lines(&mut out, p, agent);
     chart_block(&mut out, p, 800, 160);
     for f in &p.alerts {
         let _ = write!(
@@ -565,16 +570,18 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
         esc(&url_encode(&p.name)),
         esc(&p.name)
     );
-    out.push_str(
-        "<div class=scroll><table><thead><tr><th>started (UTC)</th><th>result</th><th>HTTP</th><th>TTFB</th>\
+    let _ = write!(
+        out,
+        "<div class=scroll><table><thead><tr><th>started ({})</th><th>result</th><th>HTTP</th><th>TTFB</th>\
          <th>TTFT</th><th>TPOT</th><th>total</th><th>tokens</th><th>prompt</th><th>trace id</th><th>message</th></tr></thead><tbody>",
+        agent.time_zone.name()
     );
     let cell = |d: Option<Duration>| d.map(|d| seconds(d.as_secs_f64())).unwrap_or_else(|| "–".into());
     for r in recent {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td style=\"text-align:left;white-space:normal;min-width:20em\">{}</td></tr>",
-            clock(r.at),
+            esc(&agent.time_zone.clock(r.at)),
             match &r.reason {
                 None => "<span style=\"color:var(--ok)\">ok</span>".to_owned(),
                 Some(reason) => format!("<span class=fail>{}</span>", esc(reason)),
@@ -645,6 +652,7 @@ mod tests {
             started_at: now - Duration::from_secs(600),
             history_since: Some(runs[0].at),
             now,
+            time_zone: TimeZone::UTC,
         };
         let html = index(&agent, std::slice::from_ref(&view));
         assert!(html.contains("Cold data"), "{html}");
@@ -695,6 +703,7 @@ mod tests {
             started_at: now - Duration::from_secs(20),
             history_since: Some(runs[0].at),
             now,
+            time_zone: TimeZone::UTC,
         };
         for html in [
             index(&agent, std::slice::from_ref(&view)),
@@ -712,6 +721,28 @@ mod tests {
     }
 
     #[test]
+    fn times_are_shown_in_the_configured_zone_with_its_offset() {
+        // 2026-12-01 20:18:05 UTC is 04:18:05 the next day in Shanghai.
+        let now = UNIX_EPOCH + Duration::from_secs(1_796_156_285);
+        let runs = vec![run(now - Duration::from_secs(60), false, 100)];
+        let view = ProbeView::new("chat", &runs, None, Vec::new(), now);
+        let agent = AgentView {
+            location: "cn-east".into(),
+            started_at: now - Duration::from_secs(600),
+            history_since: Some(runs[0].at),
+            now,
+            time_zone: TimeZone::parse("Asia/Shanghai").unwrap(),
+        };
+        let html = index(&agent, std::slice::from_ref(&view));
+        assert!(html.contains("as of 2026-12-02 04:18:05 +08:00"), "{html}");
+        assert!(html.contains("title=\"2026-12-02 04:17:05 +08:00\""), "{html}");
+        assert!(!html.contains("UTC"), "{html}");
+        let page = probe_page(&agent, &view, &runs);
+        assert!(page.contains("<th>started (Asia/Shanghai)</th>"), "{page}");
+        assert!(page.contains("<tr><td>2026-12-02 04:17:05</td>"), "{page}");
+    }
+
+    #[test]
     fn probes_that_differ_only_in_their_query_look_different() {
         let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let agent = AgentView {
@@ -719,6 +750,7 @@ mod tests {
             started_at: now,
             history_since: None,
             now,
+            time_zone: TimeZone::UTC,
         };
         let views: Vec<ProbeView> = ["?model=a", "?model=b&key=<redacted>"]
             .into_iter()

@@ -59,6 +59,17 @@ fn synthetic(
     }
 }
 
+/// A run's failure: `http_5xx` in an outage, else `timeout_total` at random at `rate`.
+fn failure_at(in_outage: bool, rate: f64, rng: &mut Rng) -> Option<&'static str> {
+    if in_outage {
+        Some("http_5xx")
+    } else if rng.next() < rate {
+        Some("timeout_total")
+    } else {
+        None
+    }
+}
+
 /// Nearest rank, written out here rather than taken from the crate: the k-th smallest
 /// value with k = ceil(q n).
 fn nearest_rank(values: &[f64], q: f64) -> f64 {
@@ -116,13 +127,7 @@ fn report_figures_match_an_independent_computation() {
                 let mut t = since - week;
                 while t < until {
                     let in_outage = t >= outage_start && t < outage_start + outage_len;
-                    let failure = if in_outage {
-                        Some("http_5xx")
-                    } else if rng.next() < 0.004 {
-                        Some("timeout_total")
-                    } else {
-                        None
-                    };
+                    let failure = failure_at(in_outage, 0.004, &mut rng);
                     let r = synthetic(probe, location, t, failure, &mut rng, slow);
                     let e = if t >= since { &mut entry.0 } else { &mut entry.1 };
                     e.runs += 1;
@@ -341,6 +346,218 @@ fn report_explains_a_missing_store_and_bad_periods() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--since"));
     let out = run(&["--since", "1h", "--until", "2h"]);
     assert_eq!(out.status.code(), Some(64));
+    let out = run(&["--timezone", "Asia/Shangai"]);
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--timezone: `Asia/Shangai` is not an IANA time zone name"),
+        "{stderr}"
+    );
+}
+
+/// In the DOM of the HTML report, once Chromium has laid it out: each verdict line with
+/// its class, words and computed colours; each chart with its points per period; the
+/// met column's cells; the coverage note.
+const REPORT_FACTS: &str = r#"(() => {
+  const style = (e) => e ? getComputedStyle(e) : null;
+  return {
+    verdicts: [...document.querySelectorAll('p.verdict')].map(p => ({
+      probe: p.dataset.probe, class: p.className, text: p.innerText,
+      background: style(p).backgroundColor, mark: style(p.querySelector('.mark')).color,
+    })),
+    charts: [...document.querySelectorAll('svg.chart')].map(s => ({
+      probe: s.closest('section.trend').dataset.probe, chart: s.dataset.chart,
+      current: s.querySelectorAll('circle.current').length,
+      previous: s.querySelectorAll('circle.previous').length,
+      misses: s.querySelectorAll('circle.miss').length,
+      lines: s.querySelectorAll('path.current, path.previous').length,
+      width: s.getBoundingClientRect().width, height: s.getBoundingClientRect().height,
+    })),
+    met: [...document.querySelectorAll('td.met, td.not_met')].map(td => ({
+      class: td.className, text: td.innerText, color: style(td).color, background: style(td).backgroundColor,
+    })),
+    coverage: document.querySelector('.coverage') ? document.querySelector('.coverage').innerText : null,
+  };
+})()"#;
+
+/// The HTML report of a store with twelve days of history (two probes in two locations,
+/// one meeting its SLO and one missing it), in Asia/Shanghai time, rendered in headless
+/// Chromium: the verdicts lead, worded and coloured; each probe's three charts have
+/// points for both periods; the previous period's short history is said. The
+/// screenshot is kept as target/artifacts/report-html.png.
+#[test]
+fn the_html_report_renders_in_chromium_with_verdicts_charts_and_colours() {
+    if crate::support::require_tool("chromium", "renders the HTML report in a real browser").is_none() {
+        return;
+    }
+    let dir = crate::support::temp_dir("report-browser");
+    let data = dir.join("data");
+    let now = SystemTime::now();
+    let until = UNIX_EPOCH + Duration::from_secs(now.duration_since(UNIX_EPOCH).unwrap().as_secs());
+    let week = Duration::from_secs(7 * 86_400);
+    let since = until - week;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    {
+        let store = AlertStore::open(&data).unwrap();
+        let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
+        for (probe, slow) in [("chat", 1.0), ("vision", 2.5)] {
+            for location in ["cn-east", "eu-west"] {
+                // vision in cn-east is down for three hours on the period's third day.
+                let outage = since + Duration::from_secs(2 * 86_400 + 5 * 3600);
+                let mut t = until - Duration::from_secs(12 * 86_400);
+                while t < until {
+                    let down = probe == "vision"
+                        && location == "cn-east"
+                        && t >= outage
+                        && t < outage + Duration::from_secs(3 * 3600);
+                    let failure = failure_at(down, 0.002, &mut rng);
+                    // Last week a little slower than this one.
+                    let pace = if t < since { slow * 1.15 } else { slow };
+                    let r = synthetic(probe, location, t, failure, &mut rng, pace);
+                    while !writer.record(r.clone()) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    t += Duration::from_secs(300);
+                }
+            }
+        }
+        writer.close();
+    }
+    let config = dir.join("probes.yaml");
+    std::fs::write(
+        &config,
+        "agent:\n  timezone: Asia/Shanghai\n\
+         probes:\n\
+         - {name: chat, kind: openai_chat, url: 'http://127.0.0.1:9/v1/chat/completions', model: m,\n\
+            slo: {ttft_p95: 800ms, total_p95: 3s, availability: 99.5}}\n\
+         - {name: vision, kind: openai_chat, url: 'http://127.0.0.1:9/v1/chat/completions', model: m,\n\
+            slo: {total_p95: 3s, availability: 99.5}}\n",
+    )
+    .unwrap();
+    let report = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+            .args(["report", "-c"])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--since", &unix(since), "--until", &unix(until)])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let html_file = dir.join("report.html");
+    report(&["--format", "html", "-o", html_file.to_str().unwrap()]);
+    // The flag wins over agent.timezone.
+    let json: serde_json::Value =
+        serde_json::from_str(&report(&["--format", "json", "--timezone", "UTC"])).unwrap();
+    assert_eq!(json["time_zone"], "UTC");
+    let verdict = |probe: &str| {
+        json["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["probe"] == probe)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(verdict("chat")["verdict"], "met", "{json:#}");
+    assert_eq!(verdict("vision")["verdict"], "not_met", "{json:#}");
+
+    let page = crate::support::browser::render_with(
+        &format!("file://{}", html_file.display()),
+        1280,
+        900,
+        false,
+        REPORT_FACTS,
+    )
+    .expect("chromium is there");
+    let shot = page.save_png("report-html");
+    eprintln!("the HTML report in Chromium: {}", shot.display());
+    assert!(page.console_errors.is_empty(), "{:#?}", page.console_errors);
+    let facts = &page.evaluated;
+    let text = &page.text;
+    // Times in Shanghai, named.
+    assert!(text.contains("Asia/Shanghai (UTC+08:00)"), "{text}");
+    // The verdicts come first, one per probe, in words and in colour.
+    let verdicts = facts["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 2, "{facts:#}");
+    assert!(
+        text.find("SLO NOT MET").unwrap() < text.find("Trends").unwrap(),
+        "{text}"
+    );
+    for v in verdicts {
+        let (class, words, background, mark) = if v["probe"] == "chat" {
+            (
+                "verdict met",
+                "✓ SLO met",
+                "rgb(218, 251, 225)",
+                "rgb(17, 99, 41)",
+            )
+        } else {
+            (
+                "verdict not_met",
+                "✗ SLO NOT MET",
+                "rgb(255, 235, 233)",
+                "rgb(164, 14, 38)",
+            )
+        };
+        assert_eq!(v["class"], class, "{v:#}");
+        assert!(v["text"].as_str().unwrap().starts_with(words), "{v:#}");
+        assert!(v["text"].as_str().unwrap().contains("error budget left"), "{v:#}");
+        assert_eq!(v["background"], background, "{v:#}");
+        assert_eq!(v["mark"], mark, "{v:#}");
+    }
+    assert!(
+        verdicts[1]["text"].as_str().unwrap().contains("availability")
+            && verdicts[1]["text"].as_str().unwrap().contains("in cn-east"),
+        "{:#}",
+        verdicts[1]
+    );
+    // Three charts a probe, drawn at a readable size, with this period's seven days and
+    // the previous period's five (its history began five days before it ended).
+    let charts = facts["charts"].as_array().unwrap();
+    assert_eq!(charts.len(), 6, "{facts:#}");
+    for c in charts {
+        assert_eq!(c["current"], 7, "{c:#}");
+        assert_eq!(c["previous"], 5, "{c:#}");
+        assert_eq!(c["lines"], 2, "{c:#}");
+        assert!(
+            c["width"].as_f64().unwrap() >= 250.0 && c["height"].as_f64().unwrap() >= 100.0,
+            "{c:#}"
+        );
+    }
+    let outage = charts
+        .iter()
+        .find(|c| c["probe"] == "vision" && c["chart"] == "availability")
+        .unwrap();
+    assert!(
+        outage["misses"].as_u64().unwrap() >= 1,
+        "the outage's day misses the objective: {outage:#}"
+    );
+    // The met column: green and red cells, each with its word.
+    let met = facts["met"].as_array().unwrap();
+    assert!(
+        met.iter()
+            .any(|m| m["class"] == "met" && m["text"] == "yes" && m["color"] == "rgb(17, 99, 41)"),
+        "{met:#?}"
+    );
+    assert!(
+        met.iter()
+            .any(|m| m["class"] == "not_met" && m["text"] == "NO" && m["color"] == "rgb(164, 14, 38)"),
+        "{met:#?}"
+    );
+    let coverage = facts["coverage"].as_str().unwrap_or_default();
+    assert!(
+        coverage.contains("previous period's data covers only its last 5 d"),
+        "{facts:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn unix(t: SystemTime) -> String {
+    t.duration_since(UNIX_EPOCH).unwrap().as_secs().to_string()
 }
 
 /// `report` runs where the agent's environment is not (a laptop, a CronJob): with

@@ -216,8 +216,53 @@ async fn the_fleet_report_from_prometheus_matches_the_agents() {
         );
     }
 
+    // The verdict across both locations, the coverage of agents 20 s old in a 2-minute
+    // period, and the charts' buckets (a minute each) from the same runs.
+    let chat_verdict = fleet["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["probe"] == "chat")
+        .unwrap_or_else(|| panic!("no verdict for chat: {fleet:#}"));
+    assert_eq!(chat_verdict["verdict"], "met", "{chat_verdict:#}");
+    assert_eq!(
+        chat_verdict["locations"],
+        serde_json::json!(["eu-test", "us-test"])
+    );
+    let coverage = &fleet["coverage"];
+    assert_eq!(coverage["partial"], true, "{coverage:#}");
+    let covered = coverage["covered_seconds"].as_f64().unwrap();
+    assert!((5.0..=60.0).contains(&covered), "{coverage:#}");
+    assert_eq!(coverage["previous_covered_seconds"], 0.0, "{coverage:#}");
+    assert_eq!(fleet["trends"]["bucket_seconds"], 60.0);
+    let trend = fleet["trends"]["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["probe"] == "chat")
+        .unwrap_or_else(|| panic!("no trend for chat: {fleet:#}"));
+    let buckets = |period: &str| trend[period].as_array().unwrap().clone();
+    assert_eq!(buckets("current").len(), 2, "{trend:#}");
+    let bucket_runs: f64 = buckets("current").iter().map(runs_of).sum();
+    let period_runs = runs_of(row(&fleet, "chat", "eu-test")) + runs_of(row(&fleet, "chat", "us-test"));
+    assert!(
+        (bucket_runs - period_runs).abs() <= 6.0,
+        "buckets {bucket_runs} runs, the period {period_runs}: {trend:#}"
+    );
+    assert!(
+        buckets("current")
+            .iter()
+            .any(|b| b["ttft_p95_seconds"].as_f64().is_some_and(|v| v > 0.0)
+                && b["total_p95_seconds"].as_f64().is_some_and(|v| v > 0.0)
+                && b["availability"] == 1.0),
+        "{trend:#}"
+    );
+    assert!(buckets("previous").iter().all(|b| b["runs"] == 0), "{trend:#}");
+
     assert_eq!(code, Some(0), "{stderr}");
     for section in [
+        "## Verdict",
+        "> **Coverage:** The data covers only the last",
         "## Availability",
         "## Time to first token",
         "## Total latency",

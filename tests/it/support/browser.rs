@@ -42,6 +42,9 @@ pub struct Rendered {
     /// The whole page (beyond the viewport), as PNG.
     pub png: Vec<u8>,
     pub title: String,
+    /// What the caller's expression (see [`render_with`]) returned, by value; null
+    /// without one.
+    pub evaluated: Value,
 }
 
 impl std::fmt::Debug for Rendered {
@@ -53,6 +56,7 @@ impl std::fmt::Debug for Rendered {
             .field("scroll_width", &self.scroll_width)
             .field("viewport_width", &self.viewport_width)
             .field("text", &self.text)
+            .field("evaluated", &self.evaluated)
             .field("png_bytes", &self.png.len())
             .finish()
     }
@@ -74,6 +78,13 @@ impl Rendered {
 /// developer's machine (the caller skips); panics under CI=true, on a navigation error, or
 /// when the page does not load within 20 s.
 pub fn render(url: &str, width: u32, height: u32, mobile: bool) -> Option<Rendered> {
+    render_with(url, width, height, mobile, "null")
+}
+
+/// As [`render`], and once the page has settled, `expression` (JavaScript, run by the
+/// DevTools protocol, not by the page) evaluated in it: how a test reads the DOM and
+/// computed styles of a page that has no script of its own.
+pub fn render_with(url: &str, width: u32, height: u32, mobile: bool, expression: &str) -> Option<Rendered> {
     let bin = super::require_tool(
         "chromium",
         "renders the HTML status page in a real browser; apt-get install chromium",
@@ -124,6 +135,14 @@ pub fn render(url: &str, width: u32, height: u32, mobile: bool) -> Option<Render
         }),
     );
     let facts = &facts["result"]["value"];
+    let evaluated = page.call(
+        "Runtime.evaluate",
+        json!({"expression": expression, "returnByValue": true}),
+    );
+    if let Some(e) = evaluated.get("exceptionDetails") {
+        panic!("the test's expression threw in {url}: {e}");
+    }
+    let evaluated = evaluated["result"]["value"].clone();
     let shot = page.call(
         "Page.captureScreenshot",
         json!({"format": "png", "captureBeyondViewport": true}),
@@ -139,6 +158,7 @@ pub fn render(url: &str, width: u32, height: u32, mobile: bool) -> Option<Render
         viewport_width: facts["innerWidth"].as_i64().unwrap_or(0),
         png,
         title: facts["title"].as_str().unwrap_or_default().to_owned(),
+        evaluated,
     })
 }
 
