@@ -1,6 +1,6 @@
 //! Wall-clock times as people in one place read them: an IANA time zone (`agent.timezone`,
 //! `report --timezone`) and the local time of a `SystemTime` in it, with its offset. The
-//! report, the status page and (later) pages share it, so a time reads the same
+//! report, the status page and the pages' words share it, so a time reads the same
 //! everywhere. A leaf: it imports no other module of the crate.
 //!
 //! The zone rules are chrono-tz's compiled copy of the IANA database, so a zone's

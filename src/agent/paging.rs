@@ -228,6 +228,7 @@ impl Paging {
             .collect();
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
+        state.alerting.set_time_zone(config.agent.timezone);
         let changes = state.alerting.configure(rules, &config.other_shards, now);
         state.unsaved.fold(changes);
         self.commit(&mut state, now);

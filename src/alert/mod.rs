@@ -27,6 +27,7 @@ use crate::config::{AlertConfig, RateLimited, Severity, Slo};
 use crate::human::seconds;
 use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
 use crate::stats::percentile;
+use crate::time_zone::TimeZone;
 
 mod kept;
 mod words;
@@ -295,6 +296,8 @@ pub struct Alerting {
     probes: HashMap<std::sync::Arc<str>, Kept>,
     /// Resolved alerts still re-sent to Alertmanager; not persisted.
     recently_resolved: Vec<Firing>,
+    /// agent.timezone: the zone of the times in a page's words.
+    zone: TimeZone,
 }
 
 impl Alerting {
@@ -306,7 +309,13 @@ impl Alerting {
             rules: HashMap::new(),
             probes: HashMap::new(),
             recently_resolved: Vec::new(),
+            zone: TimeZone::UTC,
         }
+    }
+
+    /// The zone of the times in the pages decided from now on (start or reload).
+    pub fn set_time_zone(&mut self, zone: TimeZone) {
+        self.zone = zone;
     }
 
     /// Loads a probe's saved state (from [`Changes::saved`]) after a restart.
@@ -406,7 +415,7 @@ impl Alerting {
         let down_text = match &verdict {
             Verdict::Bad(f) => {
                 let since = state.down.firing.as_ref().map(|f| f.alert.since);
-                Some(describe_down(outcome, f, &state.down, since, now))
+                Some(describe_down(outcome, f, &state.down, since, now, self.zone))
             }
             _ => None,
         };
@@ -481,7 +490,7 @@ impl Alerting {
                     };
                     let since = state.degraded.firing.as_ref().map(|f| f.alert.since);
                     let (summary, description) =
-                        describe_degraded(outcome, &what, &state.degraded, since, now);
+                        describe_degraded(outcome, &what, &state.degraded, since, now, self.zone);
                     match &mut state.degraded.firing {
                         None if state.degraded.bad >= a.failure_threshold => {
                             let mut alert = self.new_alert(

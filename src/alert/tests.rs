@@ -208,6 +208,98 @@ fn the_page_says_what_happened_in_words() {
     assert_eq!(good.ttft_seconds, Some(0.3));
 }
 
+/// The times in a page's words, as on-call in Shanghai reads them; the alert's own
+/// times (what receivers send as `startsAt`, `timestamp`) are the same instants.
+#[test]
+fn pages_say_their_times_in_the_agents_zone_with_its_offset() {
+    let shanghai = TimeZone::parse("Asia/Shanghai").unwrap();
+    let mut h = Harness::new(alert_config(), Slo::default());
+    h.alerting.set_time_zone(shanghai);
+    let down = Fail(FailureReason::Http5xx);
+    // The clock starts at 2027-01-15T08:00:00Z; each run is 30 s later.
+    let notes = h.runs(&[Ok, down, down, down]);
+    let a = &notes[0].alert;
+    for needle in [
+        "\nFailing since 2027-01-15 16:01:00 +08:00 (Asia/Shanghai) (1m, 3 runs in a row).",
+        "\nLast good run: 2027-01-15 16:00:30 +08:00 (Asia/Shanghai), TTFT 300 ms, total 900 ms.",
+    ] {
+        assert!(
+            a.description.contains(needle),
+            "{needle:?} not in:\n{}",
+            a.description
+        );
+    }
+    assert!(!a.description.contains("2027-01-15T"), "{}", a.description);
+    assert_eq!(rfc3339(a.since), "2027-01-15T08:01:00Z");
+    assert_eq!(rfc3339(a.fired_at), "2027-01-15T08:02:00Z");
+    assert_eq!(rfc3339(a.last_good.as_ref().unwrap().at), "2027-01-15T08:00:30Z");
+    // The resolved page keeps the firing text below what ended it.
+    let notes = h.runs(&[Ok, Ok]);
+    assert_eq!(events(&notes), [(AlertEvent::Resolved, Condition::Down)]);
+    assert!(
+        notes[0]
+            .alert
+            .description
+            .contains("Failing since 2027-01-15 16:01:00 +08:00 (Asia/Shanghai)"),
+        "{}",
+        notes[0].alert.description
+    );
+
+    let mut h = Harness::new(alert_config(), slo(Some(500), None));
+    h.alerting.set_time_zone(shanghai);
+    // Judged from the 5th slow run (08:02:30Z); fired at the 7th.
+    let notes = h.runs(&[Timed(800, 1000); 7]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Degraded)]);
+    let d = &notes[0].alert.description;
+    assert!(
+        d.contains("\nSince 2027-01-15 16:02:30 +08:00 (Asia/Shanghai) (1m).\nLast good run: 2027-01-15 16:02:00 +08:00 (Asia/Shanghai), TTFT 800 ms"),
+        "{d}"
+    );
+}
+
+/// Unset, the zone is UTC and a page reads as it always did; a reload that sets one
+/// re-words a firing alert at its next run.
+#[test]
+fn pages_keep_rfc3339_in_utc_and_take_a_new_zone_at_the_next_run() {
+    let mut h = Harness::new(alert_config(), Slo::default());
+    let down = Fail(FailureReason::Http5xx);
+    let notes = h.runs(&[Ok, down, down, down]);
+    let d = &notes[0].alert.description;
+    assert!(
+        d.contains("\nFailing since 2027-01-15T08:01:00Z (1m, 3 runs in a row).\nLast good run: 2027-01-15T08:00:30Z,"),
+        "{d}"
+    );
+    h.alerting
+        .set_time_zone(TimeZone::parse("America/New_York").unwrap());
+    assert!(h.runs(&[down]).is_empty());
+    let d = &h.alerting.firing()[0].description;
+    assert!(
+        d.contains("Failing since 2027-01-15 03:01:00 -05:00 (America/New_York) (1m 30s, 4 runs in a row)."),
+        "{d}"
+    );
+}
+
+/// `test-alert`'s page says when it was sent, in the zone real pages use.
+#[test]
+fn the_test_page_says_when_it_was_sent_in_the_agents_zone() {
+    let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let shanghai = TimeZone::parse("Asia/Shanghai").unwrap();
+    let a = Alert::test("eu-west", "http://agent:9464", Severity::Critical, now).sent_at(shanghai, now);
+    assert!(
+        a.description
+            .ends_with("no action is needed.\nSent at 2027-01-15 16:00:00 +08:00 (Asia/Shanghai)."),
+        "{}",
+        a.description
+    );
+    assert_eq!(a.fired_at, now);
+    let a = Alert::test("eu-west", "http://agent:9464", Severity::Critical, now).sent_at(TimeZone::UTC, now);
+    assert!(
+        a.description.ends_with("\nSent at 2027-01-15T08:00:00Z."),
+        "{}",
+        a.description
+    );
+}
+
 #[test]
 fn flapping_never_fires() {
     let mut h = Harness::new(alert_config(), Slo::default());

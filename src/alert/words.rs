@@ -1,11 +1,16 @@
 //! What a page says: the one-line summaries and the descriptions of a down, degraded or
 //! resolved alert, and the times in them. Words only; the decisions are in mod.rs.
+//!
+//! Times in words are in the agent's zone (agent.timezone), so on-call reads the clock on
+//! the wall; the machine-readable times the receivers send beside them (`startsAt`,
+//! `timestamp`, the webhook's fields) stay RFC 3339 in UTC, built from the `SystemTime`s.
 
 use std::time::{Duration, SystemTime};
 
 use super::{Alert, Condition, GoodRun, Track};
 use crate::human::{seconds, shorten};
 use crate::outcome::Outcome;
+use crate::time_zone::TimeZone;
 
 /// Error messages in pages are cut here: enough to act on, small enough for any receiver.
 const MAX_ERROR_CHARS: usize = 300;
@@ -78,6 +83,7 @@ pub(super) fn describe_down(
     track: &Track,
     since: Option<SystemTime>,
     now: SystemTime,
+    zone: TimeZone,
 ) -> (String, String) {
     let p = &outcome.probe;
     let since = since.or(track.bad_since).unwrap_or(now);
@@ -112,10 +118,13 @@ pub(super) fn describe_down(
     }
     d.push_str(&format!(
         "\nFailing since {} ({lasted}, {} runs in a row).",
-        rfc3339(since),
+        clock(zone, since),
         track.bad
     ));
-    d.push_str(&format!("\n{}", describe_last_good(track.good_before.as_ref())));
+    d.push_str(&format!(
+        "\n{}",
+        describe_last_good(track.good_before.as_ref(), zone)
+    ));
     (summary, d)
 }
 
@@ -125,6 +134,7 @@ pub(super) fn describe_degraded(
     track: &Track,
     since: Option<SystemTime>,
     now: SystemTime,
+    zone: TimeZone,
 ) -> (String, String) {
     let p = &outcome.probe;
     let since = since.or(track.bad_since).unwrap_or(now);
@@ -135,8 +145,8 @@ pub(super) fn describe_degraded(
         p.location,
         if p.model.is_empty() { &p.endpoint } else { &p.model },
         p.endpoint,
-        rfc3339(since),
-        describe_last_good(track.good_before.as_ref()),
+        clock(zone, since),
+        describe_last_good(track.good_before.as_ref(), zone),
     );
     (summary, d)
 }
@@ -149,11 +159,11 @@ pub(super) fn lasted(since: SystemTime, now: SystemTime) -> String {
     .to_string()
 }
 
-pub(super) fn describe_last_good(good: Option<&GoodRun>) -> String {
+pub(super) fn describe_last_good(good: Option<&GoodRun>, zone: TimeZone) -> String {
     match good {
         Some(g) => format!(
             "Last good run: {}, TTFT {}, total {}.",
-            rfc3339(g.at),
+            clock(zone, g.at),
             g.ttft_seconds.map(seconds).unwrap_or_else(|| "-".into()),
             g.total_seconds.map(seconds).unwrap_or_else(|| "-".into())
         ),
@@ -171,4 +181,26 @@ pub(super) fn host_of(endpoint: &str) -> String {
 
 pub fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// A time in a page's words. In UTC, RFC 3339 as pages always said it; in any other zone
+/// the local time with its offset and the zone's name (`2026-12-05 03:08:32 +08:00
+/// (Asia/Shanghai)`): the offset lets a reader elsewhere convert, the name says which
+/// clock it is when two zones share an offset.
+pub(super) fn clock(zone: TimeZone, t: SystemTime) -> String {
+    if zone.is_utc() {
+        rfc3339(t)
+    } else {
+        format!("{} ({})", zone.clock_with_offset(t), zone.name())
+    }
+}
+
+impl Alert {
+    /// The alert with a line saying when it was sent, in `zone`: `test-alert`'s page, so
+    /// that the operator sees the zone real pages will use before one comes.
+    pub fn sent_at(mut self, zone: TimeZone, now: SystemTime) -> Alert {
+        self.description
+            .push_str(&format!("\nSent at {}.", clock(zone, now)));
+        self
+    }
 }

@@ -48,7 +48,7 @@ pub async fn run(
             .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)));
         default_api_base(Some(addr))
     });
-    let mut alert = Alert::test(&location, &api_base, severity, now);
+    let mut alert = Alert::test(&location, &api_base, severity, now).sent_at(config.agent.timezone, now);
     let event = if resolve {
         alert.resolved_at = Some(now);
         alert.summary = format!("RESOLVED: {}", alert.summary);

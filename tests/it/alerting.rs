@@ -612,3 +612,69 @@ fn alertmanager_keeps_a_re_sent_alert_and_a_re_fired_one() {
         "{m}"
     );
 }
+
+/// The same instant in Shanghai as a page's words give it: `2026-12-05 03:08:32 +08:00
+/// (Asia/Shanghai)` for `2026-12-04T19:08:32Z`.
+fn in_shanghai(rfc3339: &str) -> String {
+    let t = chrono::DateTime::parse_from_rfc3339(rfc3339).unwrap_or_else(|e| panic!("{rfc3339}: {e}"));
+    let local = t.with_timezone(&chrono::FixedOffset::east_opt(8 * 3600).unwrap());
+    format!("{} (Asia/Shanghai)", local.format("%Y-%m-%d %H:%M:%S %:z"))
+}
+
+#[test]
+fn with_agent_timezone_the_words_of_a_page_are_in_it_and_its_fields_stay_utc() {
+    let pd = FakeReceiver::start(202);
+    let hook = FakeReceiver::start(200);
+    let healthy = Arc::new(AtomicBool::new(true));
+    let endpoint = switch_server(healthy.clone());
+    let dir = temp_dir("page-timezone");
+    let probes = config(&dir, &endpoint.to_string(), &fake_receivers(&pd, &hook), "");
+    let text = std::fs::read_to_string(&probes)
+        .unwrap()
+        .replace("agent:\n", "agent:\n  timezone: Asia/Shanghai\n");
+    std::fs::write(&probes, text).unwrap();
+    let agent = Daemon::start(&probes, &[]);
+    wait_until("a good run", Duration::from_secs(10), || {
+        metric_sum(
+            &agent.metrics(),
+            "inferprobe_runs_total",
+            &["probe=\"llm-health\"", "result=\"success\""],
+        ) >= 1.0
+    });
+    healthy.store(false, Ordering::SeqCst);
+    wait_until("the page delivered", Duration::from_secs(15), || {
+        pd.accepted().len() == 1 && hook.accepted().len() == 1
+    });
+
+    let page = &hook.accepted()[0]["alert"];
+    let since = page["since"].as_str().unwrap();
+    let good = page["last_good"]["at"].as_str().unwrap();
+    for machine in [since, good, page["fired_at"].as_str().unwrap()] {
+        assert!(machine.ends_with('Z'), "{machine}: a field, RFC 3339 in UTC");
+    }
+    let words = page["description"].as_str().unwrap();
+    for needle in [
+        format!("\nFailing since {} (", in_shanghai(since)),
+        format!("\nLast good run: {}, TTFT", in_shanghai(good)),
+    ] {
+        assert!(words.contains(&needle), "{needle:?} not in:\n{words}");
+    }
+    let trigger = &pd.accepted()[0]["payload"];
+    assert!(trigger["timestamp"].as_str().unwrap().ends_with('Z'), "{trigger}");
+    assert_eq!(trigger["custom_details"]["failing_since"], since);
+    assert_eq!(trigger["custom_details"]["description"], words);
+    drop(agent);
+
+    // test-alert's page says when it was sent, in the same zone.
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["test-alert", "--receiver", "hook", "-c"])
+        .arg(&probes)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let sent = hook.accepted();
+    let test = &sent.last().unwrap()["alert"];
+    let words = test["description"].as_str().unwrap();
+    let at = format!("\nSent at {}.", in_shanghai(test["fired_at"].as_str().unwrap()));
+    assert!(words.ends_with(&at), "{at:?} not at the end of:\n{words}");
+}
