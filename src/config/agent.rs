@@ -33,7 +33,8 @@ pub struct AgentConfig {
     pub metrics: MetricsDetail,
     /// `agent.tracing`: each run exported as a span; `None` (the default) exports nothing.
     pub tracing: Option<TracingConfig>,
-    /// `agent.timezone`: the zone times are shown in (status page, report); UTC by default.
+    /// `agent.timezone`: the zone times are shown in (status page, pages' words, report);
+    /// UTC by default.
     pub timezone: TimeZone,
 }
 
@@ -115,8 +116,9 @@ pub(super) struct RawAgent {
     pub(super) metrics: Option<RawMetrics>,
     /// Export each run as one client span over OTLP/HTTP (off by default).
     pub(super) tracing: Option<RawTracing>,
-    /// The IANA time zone times are shown in on the status page and in the report, e.g.
-    /// Asia/Shanghai (default UTC); `report --timezone` overrides it.
+    /// The IANA time zone times are shown in on the status page, in the words of pages
+    /// and in the report, e.g. Asia/Shanghai (default UTC); `report --timezone` overrides
+    /// it for the report.
     pub(super) timezone: Option<String>,
 }
 
