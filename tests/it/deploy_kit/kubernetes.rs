@@ -223,6 +223,7 @@ fn each_overlay_renders_with_its_own_location_and_the_common_parts() {
         assert!(ok, "kubectl kustomize overlays/{overlay} failed:\n{out}");
         let docs = documents(&out);
         check_rendered(overlay, &docs);
+        super::report::check_report_cronjob(overlay, &docs);
         let other = OVERLAYS.iter().find(|o| **o != overlay).unwrap();
         assert!(!out.contains(other), "{overlay} mentions {other}");
         let sts = docs.iter().find(|d| d["kind"] == "StatefulSet").unwrap();
@@ -449,7 +450,7 @@ fn deploy_readme_kubernetes_commands_run_as_written() {
 }
 
 /// Labels a selector asks for are all on the pod.
-fn selects(selector: &Value, labels: &Value) -> bool {
+pub(super) fn selects(selector: &Value, labels: &Value) -> bool {
     selector
         .as_mapping()
         .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| &labels[k] == v))
@@ -505,6 +506,7 @@ fn regions_added_by_the_documented_step_share_a_cluster_without_clash() {
         assert!(ok, "kubectl kustomize overlays/{region} failed:\n{out}");
         let docs = documents(&out);
         check_rendered(region, &docs);
+        super::report::check_report_cronjob(region, &docs);
         for other in regions.iter().filter(|o| **o != region) {
             assert!(!out.contains(other), "{region} mentions {other}");
         }
@@ -513,6 +515,8 @@ fn regions_added_by_the_documented_step_share_a_cluster_without_clash() {
     }
     assert!(!stream.contains("$(REGION)"), "a variable left unresolved");
     let docs = documents(&stream);
+    // Regions added from eu-west send no second fleet report.
+    assert_eq!(docs.iter().filter(|d| d["kind"] == "CronJob").count(), 1);
 
     // No two resources with the same kind, namespace and name.
     let mut seen = BTreeMap::new();

@@ -3,9 +3,10 @@
 //! inhibitions in a real Alertmanager), the kustomize overlays render with their own
 //! location, a region added by deploy/README's step shares a cluster with the shipped ones
 //! without a clash, deploy/README's Kubernetes commands run as written, the example probes
-//! are valid, and the Dockerfile has the properties the README promises (it cannot be
+//! are valid, the Dockerfile has the properties the README promises (it cannot be
 //! built here: no Docker engine; scripts/image/ builds and starts the same image offline,
-//! in .ci/run).
+//! in .ci/run), and the weekly report's systemd timer and CronJob parse, agree on when,
+//! and send one fleet report (report.rs).
 //!
 //! The overlays keep to what kustomize v2 understands (`bases`, `commonLabels`,
 //! `patchesStrategicMerge`, `vars`), so they render both with a current kubectl and with
@@ -21,6 +22,7 @@ use serde_yaml::Value;
 mod alertmanager;
 mod dockerfile;
 mod kubernetes;
+mod report;
 
 pub const ALERTMANAGER_YML: &str = "deploy/alertmanager/alertmanager.yml";
 pub const KUBERNETES: &str = "deploy/kubernetes";
