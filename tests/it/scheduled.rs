@@ -35,6 +35,8 @@ fn a_digest_and_the_weekly_report_arrive_by_smtp_on_their_schedules() {
     let Some(mail) = SmtpSink::start(Mode::Plain, None, None) else {
         return;
     };
+    // A WeCom robot, as the platform answers.
+    let (robot, posts) = recording_server(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\nConnection: close\r\n\r\n{\"errcode\":0,\"errmsg\":\"ok\"}");
     let dir = temp_dir("scheduled");
     let path = dir.join("probes.yaml");
     let refused = closed_port();
@@ -45,9 +47,10 @@ fn a_digest_and_the_weekly_report_arrive_by_smtp_on_their_schedules() {
              receivers:\n\
              \x20 - name: daily\n    kind: email\n    url: smtp://127.0.0.1:{port}\n    starttls: false\n    from: probes@example.com\n    to: [oncall@example.com]\n    digest: {{schedule: \"*/4 * * * * *\"}}\n\
              \x20 - name: managers\n    kind: email\n    url: smtp://127.0.0.1:{port}\n    starttls: false\n    from: probes@example.com\n    to: [managers@example.com]\n\
-             report:\n  receivers: [managers]\n  period: 1h\n  schedule: \"*/6 * * * * *\"\n  link: https://status.example.com/report.html\n\
+             \x20 - name: team-chat\n    kind: wecom\n    url: http://{robot}/cgi-bin/webhook/send?key=K\n\
+             report:\n  receivers: [managers, team-chat]\n  period: 1h\n  schedule: \"*/6 * * * * *\"\n  link: https://status.example.com/report.html\n\
              probes:\n  - name: chat-health\n    kind: http\n    url: http://127.0.0.1:{refused}/health\n    interval: 1s\n    timeout: 500ms\n    alert:\n      failure_threshold: 2\n      receivers: [daily]\n    slo: {{availability: 99.5}}\n",
-            port = mail.port
+            port = mail.port,
         ),
     )
     .unwrap();
@@ -91,6 +94,29 @@ fn a_digest_and_the_weekly_report_arrive_by_smtp_on_their_schedules() {
     let text = report["text"].as_str().unwrap();
     assert!(text.contains("❌ chat-health: SLO NOT MET"), "{text}");
     assert!(text.contains("https://status.example.com/report.html"), "{text}");
+    // The robot: the short summary as markdown, the link to the full report.
+    wait_until("the robot has the summary", Duration::from_secs(10), || {
+        posts
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.json()["msgtype"] == "markdown")
+    });
+    let summary = posts
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.json()["msgtype"] == "markdown")
+        .unwrap()
+        .json();
+    let content = summary["markdown"]["content"].as_str().unwrap();
+    assert!(content.starts_with("### inferprobe SLO report"), "{content}");
+    assert!(content.contains("❌ chat-health: SLO NOT MET"), "{content}");
+    assert!(
+        content.contains("[The full report](https://status.example.com/report.html)"),
+        "{content}"
+    );
+    assert!(!content.contains("<svg"), "no HTML to a robot");
 }
 
 #[test]
