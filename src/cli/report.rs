@@ -122,8 +122,8 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
         }
         // The report quotes endpoints' messages, from a history that older versions
         // may have written raw.
-        None if matches!(request.format, ReportFormat::Json) => print!("{}", printable_json(&text)),
-        None => print!("{}", printable_text(&text)),
+        None if matches!(request.format, ReportFormat::Json) => out!("{}", printable_json(&text)),
+        None => out!("{}", printable_text(&text)),
     }
     ExitCode::SUCCESS
 }
@@ -186,14 +186,14 @@ async fn send(view: &ReportView, report: &Report) -> ExitCode {
     let mut all_ok = true;
     for (name, result) in inferprobe::agent::reporting::send(&doc, &receivers).await {
         match result {
-            inferprobe::notify::Delivery::Accepted => println!("{name:<20} accepted"),
+            inferprobe::notify::Delivery::Accepted => outln!("{name:<20} accepted"),
             inferprobe::notify::Delivery::Retry { why, .. } => {
                 all_ok = false;
-                println!("{name:<20} FAILED    {why}");
+                outln!("{name:<20} FAILED    {why}");
             }
             inferprobe::notify::Delivery::Rejected { why } => {
                 all_ok = false;
-                println!("{name:<20} REJECTED  {why}");
+                outln!("{name:<20} REJECTED  {why}");
             }
         }
     }
