@@ -22,9 +22,9 @@ fn check(path: &Path) -> ExitCode {
     match config::load(path) {
         Ok(config) => {
             for w in &config.warnings {
-                println!("warning: {w}");
+                outln!("warning: {w}");
             }
-            println!(
+            outln!(
                 "{}: ok, {} probes{}",
                 path.display(),
                 config.probes.len(),
@@ -37,9 +37,9 @@ fn check(path: &Path) -> ExitCode {
         }
         Err(errors) => {
             for e in &errors.0 {
-                println!("{e}");
+                outln!("{e}");
             }
-            println!("{}: {} problem(s)", path.display(), errors.0.len());
+            outln!("{}: {} problem(s)", path.display(), errors.0.len());
             ExitCode::from(EXIT_BAD_CONFIG)
         }
     }
@@ -49,7 +49,7 @@ fn check(path: &Path) -> ExitCode {
 fn check_web(path: &Path) -> bool {
     match WebConfig::load(path) {
         Ok(web) => {
-            println!(
+            outln!(
                 "{}: ok, {}{}",
                 path.display(),
                 if web.is_tls() { "TLS" } else { "plain HTTP" },
@@ -59,9 +59,9 @@ fn check_web(path: &Path) -> bool {
         }
         Err(errors) => {
             for e in &errors.0 {
-                println!("{e}");
+                outln!("{e}");
             }
-            println!("{}: {} problem(s)", path.display(), errors.0.len());
+            outln!("{}: {} problem(s)", path.display(), errors.0.len());
             false
         }
     }

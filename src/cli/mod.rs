@@ -3,6 +3,21 @@
 //! binding a port, loading the config, and logging (logging.rs). May import the library,
 //! and from main.rs the command line's types; the library never sees this.
 
+/// `println!` for a command's answers: a reader that went away (`check | head`) ends
+/// the command quietly, as a closed pipe ends any Unix tool, rather than in a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` as [`outln!`] does it.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!($($arg)*))
+    };
+}
+
 pub mod check;
 pub mod demo;
 pub mod logging;
@@ -19,6 +34,23 @@ use std::process::ExitCode;
 use tokio::net::TcpListener;
 
 use inferprobe::config::{self, Config, ConfigError, ConfigErrors};
+
+/// Writes a command's answer to stdout. A closed pipe ends the process with success:
+/// the reader has what it wanted (`| head`, `| grep -q`); any other failure to write is
+/// said on stderr and ends it with failure.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout.write_fmt(args).and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("error: cannot write to standard output: {e}");
+            std::process::exit(1);
+        }
+    }
+}
 
 /// Exit code for a bad config or flag (EX_USAGE).
 pub const EXIT_BAD_CONFIG: u8 = 64;

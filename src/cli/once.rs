@@ -58,7 +58,7 @@ pub async fn run(path: &Path, only: &[String], format: OutputFormat, location: O
     match format {
         OutputFormat::Json => {
             for o in &outcomes {
-                println!("{}", printable_json(&o.to_json().to_string()));
+                outln!("{}", printable_json(&o.to_json().to_string()));
             }
         }
         OutputFormat::Table => print_table(&outcomes),
@@ -118,17 +118,17 @@ fn print_table(outcomes: &[Outcome]) {
             .trim_end()
             .to_owned()
     };
-    println!("{}", line(header.to_vec()));
+    outln!("{}", line(header.to_vec()));
     for r in &rows {
-        println!("{}", line(r.iter().map(String::as_str).collect()));
+        outln!("{}", line(r.iter().map(String::as_str).collect()));
     }
     for o in outcomes {
         if let Some(f) = o.observation.failure() {
             // Messages are made printable where they are made; this edge holds for
             // any message that did not come through a probe run.
-            println!("{}: {}: {}", o.probe.name, f.reason, printable(&f.message));
+            outln!("{}: {}: {}", o.probe.name, f.reason, printable(&f.message));
         } else if let Some(note) = &o.observation.note {
-            println!("{}: note: {}", o.probe.name, printable(note));
+            outln!("{}: note: {}", o.probe.name, printable(note));
         }
     }
 }

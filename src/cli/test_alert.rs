@@ -71,7 +71,7 @@ pub async fn run(
         let receiver = match Receiver::build(rc.clone(), &roots, redactor.clone()) {
             Ok(r) => r,
             Err(e) => {
-                println!("{:<20} FAILED    {e}", rc.name);
+                outln!("{:<20} FAILED    {e}", rc.name);
                 all_ok = false;
                 continue;
             }
@@ -96,19 +96,19 @@ pub async fn run(
         // A `${VAR}` host is a secret; `why` is cleaned and printable already.
         let target = format!("{} {}", rc.kind.as_str(), redactor.current().clean(&rc.host));
         match result {
-            Delivery::Accepted => println!("{:<20} accepted  ({target})", rc.name),
+            Delivery::Accepted => outln!("{:<20} accepted  ({target})", rc.name),
             Delivery::Retry { why, .. } => {
                 all_ok = false;
-                println!("{:<20} FAILED    ({target}) {why}", rc.name);
+                outln!("{:<20} FAILED    ({target}) {why}", rc.name);
             }
             Delivery::Rejected { why } => {
                 all_ok = false;
-                println!("{:<20} REJECTED  ({target}) {why}", rc.name);
+                outln!("{:<20} REJECTED  ({target}) {why}", rc.name);
             }
         }
     }
     if !resolve && all_ok {
-        print!(
+        out!(
             "{}",
             what_happens_next(&alert.dedup_key, severity, &kinds, am_expiry)
         );

@@ -431,3 +431,23 @@ fn a_new_user_runs_the_readme_as_written() {
     assert_eq!(left, ["inferprobe-data", "probes.yaml"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `inferprobe schema | head`: the reader leaves early, and the command ends quietly and
+/// successfully, as a Unix tool does, not with a panic about a broken pipe.
+#[test]
+fn a_reader_that_leaves_early_ends_a_command_quietly() {
+    use std::io::Read;
+    let mut child = Command::new(BIN)
+        .arg("schema")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The read end is closed here; the schema (about 100 KB) outgrows the pipe's buffer.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
