@@ -2,7 +2,8 @@
 //! fires on Monday 09:00 in Shanghai, the service keeps the agent's hardening and never
 //! retries a send), and the Kubernetes CronJob (rendered in exactly one region, in that
 //! region's namespace, with its ConfigMap, Secret and image, on the same schedule as the
-//! timer, and selected by none of the agents' selectors).
+//! timer, and selected by none of the agents' selectors; its command runs with the kit's
+//! probes.yaml and the README's `report:` example).
 
 use std::process::Command;
 
@@ -308,4 +309,76 @@ pub fn check_report_cronjob(overlay: &str, docs: &[Value]) {
             service["metadata"]["name"]
         );
     }
+}
+
+/// The first ```yaml block of deploy/README.md's "The weekly report".
+fn readme_report_example() -> Value {
+    let doc = read("deploy/README.md");
+    let from = doc
+        .find("## The weekly report")
+        .expect("deploy/README.md lost its section");
+    let rest = &doc[from..];
+    let start = rest.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let end = rest[start..].find("```").expect("the block's end");
+    serde_yaml::from_str(&rest[start..start + end]).unwrap()
+}
+
+/// The CronJob's command as the image runs it, against the kit's probes.yaml with the
+/// README's receivers and `report:` added and none of the agent's environment: every
+/// flag and key is taken, and the run gets as far as asking Prometheus (here a closed
+/// port, so it exits 1 there).
+#[test]
+fn the_cronjobs_command_runs_with_the_kit_and_the_readmes_report_section() {
+    let example = readme_report_example();
+    assert!(
+        example["report"].get("schedule").is_none(),
+        "the CronJob sends: every agent reads this file, so no report.schedule"
+    );
+    let mut kit = yaml(&format!("{KUBERNETES}/base/probes.yaml"));
+    let added = example["receivers"].as_sequence().unwrap().clone();
+    kit["receivers"].as_sequence_mut().unwrap().extend(added);
+    kit["report"] = example["report"].clone();
+    let dir = temp_dir("report-cronjob-command");
+    let config = dir.join("probes.yaml");
+    std::fs::write(&config, serde_yaml::to_string(&kit).unwrap()).unwrap();
+
+    let cronjob = yaml(CRONJOB);
+    let container = at(&cronjob, "spec.jobTemplate.spec.template.spec.containers.0");
+    let port = closed_port();
+    let mut args: Vec<String> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    for (flag, value) in [
+        ("-c", config.display().to_string()),
+        ("--prometheus", format!("http://127.0.0.1:{port}")),
+    ] {
+        let i = args
+            .iter()
+            .position(|a| a == flag)
+            .unwrap_or_else(|| panic!("no {flag}"));
+        args[i + 1] = value;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+        .args(["--log-format", "json"])
+        .args(&args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        // What the region's Secret holds for the README's receivers.
+        .env("SMTP_PASSWORD", "PLACEHOLDER-not-a-real-password")
+        .env(
+            "WECOM_WEBHOOK_URL",
+            "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=PLACEHOLDER",
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("to http://127.0.0.1:{port} failed")),
+        "stopped before asking Prometheus:\n{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
