@@ -2,8 +2,8 @@
 //! fires on Monday 09:00 in Shanghai, the service keeps the agent's hardening and never
 //! retries a send), and the Kubernetes CronJob (rendered in exactly one region, in that
 //! region's namespace, with its ConfigMap, Secret and image, on the same schedule as the
-//! timer, and selected by none of the agents' selectors; its command runs with the kit's
-//! probes.yaml and the README's `report:` example).
+//! timer, and selected by none of the agents' selectors); the CronJob's and the
+//! service's commands run with the kit's probes.yaml and the README's `report:` example.
 
 use std::process::Command;
 
@@ -323,34 +323,25 @@ fn readme_report_example() -> Value {
     serde_yaml::from_str(&rest[start..start + end]).unwrap()
 }
 
-/// The CronJob's command as the image runs it, against the kit's probes.yaml with the
-/// README's receivers and `report:` added and none of the agent's environment: every
-/// flag and key is taken, and the run gets as far as asking Prometheus (here a closed
-/// port, so it exits 1 there).
-#[test]
-fn the_cronjobs_command_runs_with_the_kit_and_the_readmes_report_section() {
+/// `inferprobe <args>` (`-c` and `--prometheus` replaced) against the kit's probes.yaml
+/// with the README's receivers and `report:` added and none of the agent's environment:
+/// every flag and key must be taken and the run get as far as asking Prometheus (a closed
+/// port here, so it exits 1 there).
+fn runs_as_far_as_prometheus(what: &str, args: &[String]) {
     let example = readme_report_example();
     assert!(
         example["report"].get("schedule").is_none(),
-        "the CronJob sends: every agent reads this file, so no report.schedule"
+        "the CronJob or timer sends: no report.schedule for the agents"
     );
     let mut kit = yaml(&format!("{KUBERNETES}/base/probes.yaml"));
     let added = example["receivers"].as_sequence().unwrap().clone();
     kit["receivers"].as_sequence_mut().unwrap().extend(added);
     kit["report"] = example["report"].clone();
-    let dir = temp_dir("report-cronjob-command");
+    let dir = temp_dir("report-command");
     let config = dir.join("probes.yaml");
     std::fs::write(&config, serde_yaml::to_string(&kit).unwrap()).unwrap();
-
-    let cronjob = yaml(CRONJOB);
-    let container = at(&cronjob, "spec.jobTemplate.spec.template.spec.containers.0");
     let port = closed_port();
-    let mut args: Vec<String> = container["args"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
-        .collect();
+    let mut args = args.to_vec();
     for (flag, value) in [
         ("-c", config.display().to_string()),
         ("--prometheus", format!("http://127.0.0.1:{port}")),
@@ -358,15 +349,14 @@ fn the_cronjobs_command_runs_with_the_kit_and_the_readmes_report_section() {
         let i = args
             .iter()
             .position(|a| a == flag)
-            .unwrap_or_else(|| panic!("no {flag}"));
+            .unwrap_or_else(|| panic!("{what}: no {flag}"));
         args[i + 1] = value;
     }
     let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
-        .args(["--log-format", "json"])
         .args(&args)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        // What the region's Secret holds for the README's receivers.
+        // What the region's Secret (or /etc/inferprobe/env) holds for the README's receivers.
         .env("SMTP_PASSWORD", "PLACEHOLDER-not-a-real-password")
         .env(
             "WECOM_WEBHOOK_URL",
@@ -375,10 +365,31 @@ fn the_cronjobs_command_runs_with_the_kit_and_the_readmes_report_section() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{args:?}:\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{what}: {args:?}:\n{stderr}");
     assert!(
         stderr.contains(&format!("to http://127.0.0.1:{port} failed")),
-        "stopped before asking Prometheus:\n{stderr}"
+        "{what}: stopped before asking Prometheus:\n{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_cronjobs_and_the_services_commands_run_with_the_kit_and_the_readmes_report_section() {
+    let cronjob = yaml(CRONJOB);
+    let container = at(&cronjob, "spec.jobTemplate.spec.template.spec.containers.0");
+    // The image's entrypoint, then the CronJob's args.
+    let mut args = vec!["--log-format".to_owned(), "json".to_owned()];
+    args.extend(
+        container["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned()),
+    );
+    runs_as_far_as_prometheus("the CronJob", &args);
+
+    let service = unit(SERVICE);
+    let exec = values(&service, "Service", "ExecStart");
+    let args: Vec<String> = exec[0].split_whitespace().skip(1).map(str::to_owned).collect();
+    runs_as_far_as_prometheus("the systemd service", &args);
 }
