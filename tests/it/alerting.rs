@@ -678,3 +678,34 @@ fn with_agent_timezone_the_words_of_a_page_are_in_it_and_its_fields_stay_utc() {
     let at = format!("\nSent at {}.", in_shanghai(test["fired_at"].as_str().unwrap()));
     assert!(words.ends_with(&at), "{at:?} not at the end of:\n{words}");
 }
+
+#[test]
+fn alertmanager_gets_the_words_in_agent_timezone_and_starts_at_in_utc() {
+    let Some(am) = Alertmanager::start(BLACKHOLE) else {
+        return;
+    };
+    let dir = temp_dir("am-timezone");
+    let receivers = format!(
+        "  - name: am\n    kind: alertmanager\n    url: http://{}\n    max_backoff: 1s\n",
+        am.addr
+    );
+    let endpoint = format!("127.0.0.1:{}", closed_port());
+    let probes = config(&dir, &endpoint, &receivers, "");
+    let text = std::fs::read_to_string(&probes)
+        .unwrap()
+        .replace("agent:\n", "agent:\n  timezone: Asia/Shanghai\n");
+    std::fs::write(&probes, text).unwrap();
+    let _agent = Daemon::start(&probes, &[]);
+    wait_until("the down alert in Alertmanager", Duration::from_secs(20), || {
+        !am.alerts_named("InferenceEndpointDown").is_empty()
+    });
+    let a = &am.alerts_named("InferenceEndpointDown")[0];
+    let ann = &a["annotations"];
+    let since = ann["failing_since"].as_str().unwrap();
+    assert!(since.ends_with('Z'), "{ann}");
+    let starts = chrono::DateTime::parse_from_rfc3339(a["startsAt"].as_str().unwrap()).unwrap();
+    assert_eq!(starts, chrono::DateTime::parse_from_rfc3339(since).unwrap());
+    let words = ann["description"].as_str().unwrap();
+    let needle = format!("\nFailing since {} (", in_shanghai(since));
+    assert!(words.contains(&needle), "{needle:?} not in:\n{words}");
+}
