@@ -66,10 +66,12 @@ struct RawMatch {
     labels: Option<BTreeMap<String, String>>,
 }
 
-/// The schema's shape of a key that takes one value or a list of them.
+/// One value, or a list of them: any of them matches.
+// The schema's shape only: `one_or_many` reads these keys.
 #[allow(dead_code)]
 #[derive(Serialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(rename = "OneOrList{T}")]
 enum OneOrList<T> {
     One(T),
     List(Vec<T>),
