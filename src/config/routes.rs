@@ -239,15 +239,13 @@ impl Routes {
             return;
         }
         for (i, route) in self.routes.iter().enumerate() {
-            let shadowed = self.routes[..i]
-                .iter()
-                .any(|earlier| !earlier.goes_on && route.within(earlier));
-            if !route.used && !shadowed {
+            // One that can never match is said so already, by `check_routes`.
+            if !route.used && shadowing(&self.routes, i).is_none() {
                 cx.warn(
                     None,
                     &route.at,
-                    "matches no alert of any probe in the file: no probe has this severity, \
-                     name, kind and labels together",
+                    "takes no alert of any probe in the file: no probe has this severity, \
+                     name, kind and labels together, or the routes above take them first",
                 );
             }
         }
@@ -287,10 +285,7 @@ pub(super) fn check_routes(
         }
     }
     for (i, route) in routes.iter().enumerate() {
-        if let Some(earlier) = routes[..i]
-            .iter()
-            .find(|earlier| !earlier.goes_on && route.within(earlier))
-        {
+        if let Some(earlier) = shadowing(&routes, i) {
             let message = if earlier.severities.is_none()
                 && earlier.probes.is_none()
                 && earlier.kinds.is_none()
@@ -314,6 +309,13 @@ pub(super) fn check_routes(
         routes,
         routed_probes: 0,
     })
+}
+
+/// The route above `routes[i]` that takes every alert it would: then it never matches.
+fn shadowing(routes: &[Route], i: usize) -> Option<&Route> {
+    routes[..i]
+        .iter()
+        .find(|earlier| !earlier.goes_on && routes[i].within(earlier))
 }
 
 /// One route, its names checked; what is wrong is said and left out.

@@ -178,10 +178,30 @@ probes:\n{}",
         [
             "t.yaml:9:5: routes[1]: can never match: routes[0] above it matches every alert this \
              one would, and has no `continue`",
-            "t.yaml:11:5: routes[2]: matches no alert of any probe in the file: no probe has this \
-             severity, name, kind and labels together",
+            "t.yaml:11:5: routes[2]: takes no alert of any probe in the file: no probe has this \
+             severity, name, kind and labels together, or the routes above take them first",
             "t.yaml:14:5: routes[4]: can never match: routes[3] above it matches every alert and \
              has no `continue`",
         ]
     );
+}
+
+#[test]
+fn a_route_that_continues_hides_none_below_it() {
+    let text = format!(
+        "{RECEIVERS}routes:
+  - receivers: [ml-chat]
+    continue: true
+  - match: {{severity: critical}}
+    receivers: [pager]
+  - receivers: [team-chat]
+probes:\n{}",
+        probe("chat", ""),
+    );
+    let config = load(&text);
+    assert_eq!(
+        routed(&config),
+        [(vec!["ml-chat", "pager"], vec!["ml-chat", "team-chat"])]
+    );
+    assert_eq!(warnings(&config), Vec::<String>::new());
 }
