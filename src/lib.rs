@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod alert;
+pub mod calendar;
 pub mod config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -188,9 +188,10 @@ enum Command {
 
 #[derive(clap::Args)]
 struct ReportRequest {
-    /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds).
-    #[arg(long, default_value = "7d")]
-    since: String,
+    /// Start of the period: a duration ago (7d, 24h) or a time (RFC 3339, Unix seconds);
+    /// default 7d, or report.period with --send.
+    #[arg(long)]
+    since: Option<String>,
     /// End of the period (default: now).
     #[arg(long)]
     until: Option<String>,
@@ -213,6 +214,12 @@ struct ReportRequest {
     /// agent.timezone of the config, else UTC.
     #[arg(long, value_name = "ZONE")]
     timezone: Option<String>,
+    /// Send it instead of printing it: to the receivers the config's `report:` names
+    /// (e-mail gets the HTML report; chat robots, Slack and webhooks a summary with
+    /// report.link). Exit 1 if one does not take it. For a timer or a CronJob; with
+    /// --prometheus, the fleet's one report.
+    #[arg(long)]
+    send: bool,
 }
 
 /// The agent's own port: how it is secured and what it lets clients hold.

@@ -666,17 +666,19 @@ pub fn targets_by_probe(config: Option<&crate::config::ReportView>) -> BTreeMap<
         .map(|c| {
             c.probes
                 .iter()
-                .map(|p| {
-                    let t = Targets {
-                        ttft: p.slo.ttft_p95,
-                        total: p.slo.total_p95,
-                        availability: p.slo.availability(),
-                    };
-                    (p.name.to_string(), t)
-                })
+                .map(|p| (p.name.to_string(), targets_of(&p.slo)))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The report's targets of one probe's `slo:`.
+pub fn targets_of(slo: &crate::config::Slo) -> Targets {
+    Targets {
+        ttft: slo.ttft_p95,
+        total: slo.total_p95,
+        availability: slo.availability(),
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,11 @@ impl TimeZone {
         self.0.name()
     }
 
+    /// The zone as chrono reads it, for schedules computed in it (calendar.rs).
+    pub fn chrono(&self) -> chrono_tz::Tz {
+        self.0
+    }
+
     pub fn is_utc(&self) -> bool {
         self.0 == chrono_tz::Tz::UTC
     }

@@ -38,6 +38,7 @@ use crate::store::{AlertStore, HistoryReader, HistoryWriter, Latest, StoreError}
 
 mod fanout;
 mod paging;
+pub mod reporting;
 mod task;
 
 use fanout::{Current, fan_out};
@@ -102,6 +103,10 @@ pub struct Agent {
     time_zone: Arc<std::sync::RwLock<crate::time_zone::TimeZone>>,
     /// The remote_write pusher, when configured.
     push: Option<Running<RemoteWriteConfig>>,
+    /// The weekly report on `report.schedule`, when set.
+    report: Option<Running<reporting::Scheduled>>,
+    /// The store's file, which the scheduled report reads.
+    db: PathBuf,
     /// Where the fan-out offers runs as OTLP spans (agent.tracing).
     spans: Arc<crate::otlp::Spans>,
     /// The OTLP exporter sending them, when configured.
@@ -139,6 +144,7 @@ impl Agent {
         let latest = Arc::new(Latest::default());
         let ready = Arc::new(AtomicBool::new(false));
         let store = Arc::new(AlertStore::open(&data_dir)?);
+        let store_path = store.path().to_path_buf();
         let history = Arc::new(HistoryWriter::start(store.path(), config.agent.history)?);
         let reader = Arc::new(HistoryReader::open(store.path())?);
         let settle_ms = Arc::new(AtomicU64::new(0));
@@ -196,6 +202,8 @@ impl Agent {
             settle_ms,
             time_zone,
             push: None,
+            report: None,
+            db: store_path,
             spans,
             export: None,
             instance,
@@ -296,8 +304,23 @@ impl Agent {
             ),
             _ => None,
         };
+        let report = match reporting::Scheduled::of(config) {
+            Some(s) if !task::runs_as(self.report.as_ref(), Some(&s)) => {
+                let receivers = s
+                    .receivers
+                    .iter()
+                    .map(|c| {
+                        Receiver::build(c.clone(), &self.build.roots, self.build.redactor.clone())
+                            .map(Arc::new)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some((s, receivers))
+            }
+            _ => None,
+        };
         secrets.keep();
         Ok(Built {
+            report,
             probes,
             receivers,
             pusher,
@@ -359,6 +382,7 @@ impl Agent {
             Ordering::Relaxed,
         );
         self.swap_pusher(config.agent.remote_write.as_ref(), built.pusher);
+        self.swap_report(reporting::Scheduled::of(config), built.report);
         self.swap_export(config.agent.tracing.as_ref(), built.spans);
     }
 
@@ -388,6 +412,28 @@ impl Agent {
         self.push = wanted
             .zip(pusher)
             .map(|(rw, pusher)| Running::spawn(rw.clone(), (), |cancel| pusher.run(cancel, previous)));
+    }
+
+    /// report.schedule: the scheduled report started, replaced or stopped as the file
+    /// says; a replacement does not wait for the old one (a report in the middle of its
+    /// sending finishes it).
+    fn swap_report(
+        &mut self,
+        wanted: Option<reporting::Scheduled>,
+        built: Option<(reporting::Scheduled, Vec<Arc<Receiver>>)>,
+    ) {
+        if task::runs_as(self.report.as_ref(), wanted.as_ref()) {
+            return;
+        }
+        if let Some(old) = self.report.take() {
+            old.cancel();
+        }
+        let db = self.db.clone();
+        self.report = built.map(|(scheduled, receivers)| {
+            Running::spawn(scheduled.clone(), (), |cancel| {
+                scheduled.run(receivers, db, cancel)
+            })
+        });
     }
 
     fn start_probe(&mut self, probe: Arc<ReadyProbe>, busy: Arc<AtomicBool>) {
@@ -481,4 +527,6 @@ struct Built {
     pusher: Option<Pusher>,
     /// Only when agent.tracing is new or changed.
     spans: Option<crate::otlp::Exporter>,
+    /// Only when report.schedule (or a receiver it names) is new or changed.
+    report: Option<(reporting::Scheduled, Vec<Arc<Receiver>>)>,
 }

@@ -20,7 +20,7 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
             (None, None) => ReportSource::AgentDataDir,
             _ => ReportSource::Elsewhere,
         };
-        match config::load_for_report(path, source) {
+        match config::load_for_report(path, source, request.send) {
             Ok(view) => {
                 log_warnings(&view.warnings);
                 Some(view)
@@ -38,7 +38,12 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
     let time = |flag: &str, v: &str| {
         inferprobe::human::time_arg(v, now).map_err(|why| format!("{flag} {v:?} {why}"))
     };
-    let period = time("--since", &request.since).and_then(|since| {
+    let default_since = match config.as_ref().and_then(|c| c.report.as_ref()) {
+        Some(r) if request.send => format!("{}s", r.period.as_secs()),
+        _ => "7d".to_owned(),
+    };
+    let since_arg = request.since.clone().unwrap_or(default_since);
+    let period = time("--since", &since_arg).and_then(|since| {
         let until = match &request.until {
             Some(u) => time("--until", u)?,
             None => now,
@@ -88,6 +93,18 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
         },
     };
     let report = report.with_costs(&costs).with_time_zone(time_zone);
+    if request.send {
+        return match config.as_ref() {
+            Some(view) => send(view, &report).await,
+            None => {
+                eprintln!(
+                    "error: --send needs the config's `report:` section, and {} is not there",
+                    path.display()
+                );
+                ExitCode::from(EXIT_BAD_CONFIG)
+            }
+        };
+    }
     let text = match request.format {
         ReportFormat::Markdown => report.to_markdown(),
         ReportFormat::Html => report.to_html(),
@@ -137,4 +154,52 @@ async fn local_report(
     .await
     .map_err(|e| e.to_string())
     .and_then(|r| r.map_err(|e| e.to_string()))
+}
+
+/// `--send`: the report to the receivers `report:` names, one line each, as
+/// `test-alert` prints them.
+async fn send(view: &ReportView, report: &Report) -> ExitCode {
+    let Some(section) = &view.report else {
+        eprintln!("error: --send needs a `report:` section naming its receivers");
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    };
+    let mut redactor = inferprobe::redact::Redactor::default();
+    for rc in &view.receivers {
+        redactor.add_receiver(rc);
+    }
+    for secret in &view.secrets {
+        redactor.add(secret.expose());
+    }
+    let redactor = inferprobe::redact::SharedRedactor::new(redactor);
+    let roots = inferprobe::net::TlsRoots::system();
+    let mut receivers = Vec::new();
+    for rc in &view.receivers {
+        match inferprobe::notify::Receiver::build(rc.clone(), &roots, redactor.clone()) {
+            Ok(r) => receivers.push(std::sync::Arc::new(r)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let doc = inferprobe::agent::reporting::document(report, section.link.as_deref());
+    let mut all_ok = true;
+    for (name, result) in inferprobe::agent::reporting::send(&doc, &receivers).await {
+        match result {
+            inferprobe::notify::Delivery::Accepted => println!("{name:<20} accepted"),
+            inferprobe::notify::Delivery::Retry { why, .. } => {
+                all_ok = false;
+                println!("{name:<20} FAILED    {why}");
+            }
+            inferprobe::notify::Delivery::Rejected { why } => {
+                all_ok = false;
+                println!("{name:<20} REJECTED  {why}");
+            }
+        }
+    }
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

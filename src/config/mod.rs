@@ -53,6 +53,7 @@ mod probe;
 mod receivers;
 mod remote_write;
 mod report_view;
+mod reporting;
 mod root;
 mod routes;
 mod schema;
@@ -89,6 +90,7 @@ pub use receivers::ReceiverConfig;
 pub(crate) use receivers::{ReceiverCommon, ReceiverKeys};
 pub use remote_write::RemoteWriteConfig;
 pub use report_view::{ReportProbe, ReportSource, ReportView};
+pub use reporting::{DEFAULT_REPORT_PERIOD, ReportConfig};
 pub use root::Config;
 pub use schema::json_schema;
 pub use tls::TlsConfig;
@@ -126,29 +128,30 @@ pub fn parse(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> R
 
 /// Reads a config file as `inferprobe report` does (report_view.rs): only the keys the
 /// report reads, so a `${VAR}` only the agent needs may be unset.
-pub fn load_for_report(path: &Path, source: ReportSource) -> Result<ReportView, ConfigErrors> {
+pub fn load_for_report(path: &Path, source: ReportSource, send: bool) -> Result<ReportView, ConfigErrors> {
     let text = files::read_config_text(path)
         .map_err(|e| ConfigErrors::unreadable(path, format!("cannot read the file: {e}")))?;
-    parse_for_report(&text, path, &|name| std::env::var(name).ok(), source)
+    parse_for_report(&text, path, &|name| std::env::var(name).ok(), source, send)
 }
 
 /// As [`parse`], for the report: the keys it does not read are taken out before `${VAR}`
-/// is substituted, and what is left is checked as [`parse`] checks it.
+/// is substituted, and what is left is checked as [`parse`] checks it. With `send`, it
+/// reads `report:` and the receivers that section names too.
 pub fn parse_for_report(
     text: &str,
     file: &Path,
     env: &dyn Fn(&str) -> Option<String>,
     source: ReportSource,
+    send: bool,
 ) -> Result<ReportView, ConfigErrors> {
     let (mut cx, mut root) = read(text, file)?;
-    report_view::keep_report_keys(&mut root, source);
+    report_view::keep_report_keys(&mut root, source, send);
     let secrets = env::substitute_all(&mut cx, &mut root, env);
-    // Names, targets, prices and a folder: none of the keys kept takes a credential.
-    debug_assert!(secrets.is_empty(), "the report reads no secret");
-    let view = report_view::check_report_view(&mut cx, root);
+    let view = report_view::check_report_view(&mut cx, root, send);
     let warnings = cx.finish()?;
     let mut view = view.expect("no errors means a view");
     view.warnings = warnings;
+    view.secrets = secrets.into_iter().map(Secret::new).collect();
     Ok(view)
 }
 

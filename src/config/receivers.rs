@@ -13,7 +13,9 @@ use super::diagnostics::{Diagnostics, field_names};
 use super::formats::{Duration as DurationText, Name};
 use super::own_keys::split_own_keys;
 use super::values::{Secret, duration, existing_file, secret_headers, secret_url, valid_label_value};
+use crate::calendar::Calendar;
 use crate::notify::kinds::{self as notify, ReceiverKind, ReceiverSpec};
+use crate::time_zone::TimeZone;
 
 pub const DEFAULT_RECEIVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -40,6 +42,9 @@ pub struct ReceiverConfig {
     pub ca_file: Option<PathBuf>,
     /// What the kind's own keys became (its file in notify/).
     pub spec: ReceiverSpec,
+    /// `digest:`: what is routed here is held and sent as one message on this schedule
+    /// (a daily digest) rather than as it happens.
+    pub digest: Option<Calendar>,
 }
 
 /// The keys every receiver has, checked, as a receiver kind's check sees them.
@@ -122,6 +127,21 @@ pub(super) struct RawReceiver {
     give_up_after: Option<String>,
     /// A PEM file of extra CA certificates to trust, relative to this file.
     ca_file: Option<String>,
+    /// Hold what is routed here and send it as one message on a schedule (a daily
+    /// digest: what fired, resolved and is still open, with links), for e-mail, the
+    /// chat robots, Slack and webhooks.
+    digest: Option<RawDigest>,
+}
+
+/// When a digest receiver sends.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "Digest")]
+struct RawDigest {
+    /// Cron: 5 fields (`0 9 * * *`: every day at 09:00) or 6 with seconds first.
+    schedule: String,
+    /// The zone the schedule is read in (default agent.timezone).
+    timezone: Option<String>,
 }
 
 /// The valid receivers, and the names of all (so that a probe naming a receiver
@@ -129,6 +149,7 @@ pub(super) struct RawReceiver {
 pub(super) fn check_receivers(
     cx: &mut Diagnostics,
     value: Option<Value>,
+    zone: TimeZone,
 ) -> (Vec<ReceiverConfig>, Vec<String>) {
     let items = match value {
         None | Some(Value::Null) => return (Vec::new(), Vec::new()),
@@ -164,7 +185,7 @@ pub(super) fn check_receivers(
         let Some(raw) = cx.section::<RawReceiver>(value, &prefix, None) else {
             continue;
         };
-        if let Some(r) = receiver(cx, raw, kind, own, &prefix) {
+        if let Some(r) = receiver(cx, raw, kind, own, &prefix, zone) {
             out.push(r);
         }
     }
@@ -180,6 +201,7 @@ fn receiver(
     kind: Option<ReceiverKind>,
     own: Value,
     prefix: &str,
+    zone: TimeZone,
 ) -> Option<ReceiverConfig> {
     let before = cx.error_count();
     let key = |k: &str| format!("{prefix}.{k}");
@@ -229,6 +251,7 @@ fn receiver(
     let ca_file = raw
         .ca_file
         .and_then(|f| existing_file(cx, None, &key("ca_file"), &f));
+    let digest = raw.digest.and_then(|d| digest(cx, prefix, kind, d, zone));
     if cx.error_count() > before {
         return None;
     }
@@ -249,5 +272,42 @@ fn receiver(
         give_up_after: give_up_after?,
         ca_file,
         spec,
+        digest,
     })
+}
+
+/// `digest:` on a receiver that takes documents, its schedule read in its zone.
+fn digest(
+    cx: &mut Diagnostics,
+    prefix: &str,
+    kind: Option<ReceiverKind>,
+    raw: RawDigest,
+    zone: TimeZone,
+) -> Option<Calendar> {
+    if let Some(kind) = kind.filter(|k| !k.takes_documents()) {
+        cx.error(
+            None,
+            &format!("{prefix}.digest"),
+            format!(
+                "a {} receiver takes each alert as it happens, not a digest; put `digest:` on an e-mail, chat robot, Slack or webhook receiver",
+                kind.as_str()
+            ),
+        );
+        return None;
+    }
+    let zone = match raw.timezone.as_deref().map(TimeZone::parse) {
+        Some(Ok(tz)) => tz,
+        Some(Err(e)) => {
+            cx.error(None, &format!("{prefix}.digest.timezone"), e.to_string());
+            return None;
+        }
+        None => zone,
+    };
+    match Calendar::parse(&raw.schedule, zone) {
+        Ok(c) => Some(c),
+        Err(message) => {
+            cx.error(None, &format!("{prefix}.digest.schedule"), message);
+            None
+        }
+    }
 }

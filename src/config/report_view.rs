@@ -21,7 +21,10 @@ use super::cost::{Cost, RawCost};
 use super::defaults::check_defaults;
 use super::diagnostics::{ConfigError, Diagnostics};
 use super::probe::{check_name, slo_and_cost};
+use super::receivers::{ReceiverConfig, check_receivers};
+use super::reporting::{ReportConfig, check_report};
 use super::root::{ProbeItem, probe_item, probe_items};
+use super::values::Secret;
 use crate::probe::kinds::Kind;
 
 /// Where the report's figures come from, for what it reads of `agent:`.
@@ -45,6 +48,12 @@ pub struct ReportView {
     pub data_dir: Option<PathBuf>,
     /// `agent.timezone`: the report's times are in it unless `--timezone` says.
     pub timezone: crate::time_zone::TimeZone,
+    /// `report:` (read when sending: to whom, the link, the period).
+    pub report: Option<ReportConfig>,
+    /// The receivers `report:` names, when sending.
+    pub receivers: Vec<ReceiverConfig>,
+    /// The values `${VAR}` put where credentials go in those receivers, for the redactor.
+    pub secrets: Vec<Secret>,
     pub probes: Vec<ReportProbe>,
     /// Allowed but risky settings among the keys read, positioned like errors.
     pub warnings: Vec<ConfigError>,
@@ -74,15 +83,39 @@ struct RawReportProbe {
 /// Takes every key the report does not read out of `root`, the file's value: what is
 /// left is the sections and keys above, each as the file wrote it. A section or probe
 /// that is not a mapping is left as it is, for its check to refuse.
-pub(super) fn keep_report_keys(root: &mut Value, source: ReportSource) {
+pub(super) fn keep_report_keys(root: &mut Value, source: ReportSource, send: bool) {
     let Value::Mapping(map) = root else {
         return;
     };
+    // Sending: `report:` and the receivers it names (as written: a name is not a
+    // `${VAR}`), each with its keys, for they are all needed to send.
+    let named: Vec<String> = map
+        .get("report")
+        .and_then(|r| r.get("receivers"))
+        .and_then(Value::as_sequence)
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if send && let Some(Value::Sequence(receivers)) = map.get_mut("receivers") {
+        receivers.retain(|r| {
+            r.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| named.iter().any(|m| m == n))
+        });
+    }
     let agent_keys: &[&str] = match source {
         ReportSource::AgentDataDir => &AGENT_KEYS,
         ReportSource::Elsewhere => &AGENT_KEYS[1..],
     };
-    map.retain(|key, _| matches!(key.as_str(), Some("agent" | "defaults" | "probes")));
+    map.retain(|key, _| match key.as_str() {
+        Some("agent" | "defaults" | "probes") => true,
+        Some("report" | "receivers") => send,
+        _ => false,
+    });
     let keep = |value: &mut Value, keys: &[&str]| {
         if let Value::Mapping(m) = value {
             m.retain(|k, _| k.as_str().is_some_and(|k| keys.contains(&k)));
@@ -103,7 +136,7 @@ pub(super) fn keep_report_keys(root: &mut Value, source: ReportSource) {
 
 /// The report's view of `root`, already cut by [`keep_report_keys`] and substituted;
 /// `None` only after an error.
-pub(super) fn check_report_view(cx: &mut Diagnostics, root: Value) -> Option<ReportView> {
+pub(super) fn check_report_view(cx: &mut Diagnostics, root: Value, send: bool) -> Option<ReportView> {
     let Value::Mapping(mut map) = root else {
         cx.error(
             None,
@@ -113,6 +146,19 @@ pub(super) fn check_report_view(cx: &mut Diagnostics, root: Value) -> Option<Rep
         return None;
     };
     let agent = check_agent(cx, map.remove("agent").unwrap_or(Value::Null))?;
+    let (receivers, names) = check_receivers(cx, map.remove("receivers"), agent.timezone);
+    let report = match map.remove("report") {
+        Some(r) => check_report(cx, r, &receivers, &names, agent.timezone),
+        None if send => {
+            cx.error(
+                None,
+                "report",
+                "`report --send` sends to the receivers a `report:` section names (report: {receivers: [...]})",
+            );
+            None
+        }
+        None => None,
+    };
     let defaults = check_defaults(cx, map.remove("defaults").unwrap_or(Value::Null));
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut probes = Vec::new();
@@ -135,6 +181,9 @@ pub(super) fn check_report_view(cx: &mut Diagnostics, root: Value) -> Option<Rep
     Some(ReportView {
         data_dir: agent.data_dir,
         timezone: agent.timezone,
+        report,
+        receivers,
+        secrets: Vec::new(),
         probes,
         warnings: Vec::new(),
     })
@@ -184,8 +233,14 @@ probes:
             looked_up.borrow_mut().push(name.to_owned());
             None
         };
-        let view = parse_for_report(FILE, Path::new("/etc/p.yaml"), &env, ReportSource::AgentDataDir)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let view = parse_for_report(
+            FILE,
+            Path::new("/etc/p.yaml"),
+            &env,
+            ReportSource::AgentDataDir,
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(looked_up.into_inner(), ["DATA_DIR"]);
         assert_eq!(view.data_dir.as_deref(), Some(Path::new("/var/lib/inferprobe")));
         assert_eq!(view.timezone.name(), "Asia/Shanghai");
@@ -206,9 +261,15 @@ probes:
             .replace("${DATA_DIR:-/var/lib/inferprobe}", "${DATA_DIR}")
             .replace("- name: health", "- name: ${HEALTH_NAME}")
             .replace("ttft_p95: 2s", "ttft_p95: \"${TTFT}\"");
-        let errors = parse_for_report(&text, Path::new("p.yaml"), &|_| None, ReportSource::AgentDataDir)
-            .unwrap_err()
-            .to_string();
+        let errors = parse_for_report(
+            &text,
+            Path::new("p.yaml"),
+            &|_| None,
+            ReportSource::AgentDataDir,
+            false,
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             errors,
             "p.yaml:5:13: agent.data_dir: environment variable DATA_DIR is not set\n\
@@ -216,8 +277,14 @@ probes:
              p.yaml:21:11: probes[1].name: environment variable HEALTH_NAME is not set"
         );
         // With the store given elsewhere, `agent.data_dir` is not read.
-        let errors =
-            parse_for_report(&text, Path::new("p.yaml"), &|_| None, ReportSource::Elsewhere).unwrap_err();
+        let errors = parse_for_report(
+            &text,
+            Path::new("p.yaml"),
+            &|_| None,
+            ReportSource::Elsewhere,
+            false,
+        )
+        .unwrap_err();
         assert_eq!(errors.0.len(), 2, "{errors}");
     }
 
@@ -227,9 +294,15 @@ probes:
             "slo: {total_p95: 500ms}",
             "slo: {ttft_p95: 1s}\n    cost: {input_per_million: 1}",
         );
-        let errors = parse_for_report(&text, Path::new("p.yaml"), &|_| None, ReportSource::Elsewhere)
-            .unwrap_err()
-            .to_string();
+        let errors = parse_for_report(
+            &text,
+            Path::new("p.yaml"),
+            &|_| None,
+            ReportSource::Elsewhere,
+            false,
+        )
+        .unwrap_err()
+        .to_string();
         let agent = crate::config::parse(&text, Path::new("p.yaml"), &|_| None)
             .unwrap_err()
             .to_string();

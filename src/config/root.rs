@@ -15,16 +15,20 @@ use super::diagnostics::{ConfigError, Diagnostics};
 use super::positions::suggest;
 use super::probe::{ProbeConfig, RawProbe, check_probe, own_keys_of_probe};
 use super::receivers::{ReceiverConfig, check_receivers};
+use super::reporting::{ReportConfig, check_report};
 use super::routes::check_routes;
 use super::sharing::Sections;
 use super::values::Secret;
 use crate::probe::kinds::Kind;
+use crate::time_zone::TimeZone;
 
 /// A validated `probes.yaml`.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub agent: AgentConfig,
     pub receivers: Vec<ReceiverConfig>,
+    /// `report:`: the weekly report sent by itself.
+    pub report: Option<ReportConfig>,
     /// Shared with the probes built from them: the running agent holds each once.
     pub probes: Vec<Arc<ProbeConfig>>,
     /// Probes of the file that other shards run (`--shard`): not ours, but not gone.
@@ -51,6 +55,7 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
     let mut receivers = None;
     let mut routes = None;
     let mut probes = None;
+    let mut report = None;
     for (k, v) in map {
         match k.as_str() {
             Some("agent") => agent = v,
@@ -58,8 +63,9 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
             Some("receivers") => receivers = Some(v),
             Some("routes") => routes = Some(v),
             Some("probes") => probes = Some(v),
+            Some("report") => report = Some(v),
             Some(other) => {
-                const TOP: [&str; 5] = ["agent", "defaults", "receivers", "routes", "probes"];
+                const TOP: [&str; 6] = ["agent", "defaults", "receivers", "routes", "probes", "report"];
                 let message = match suggest(other, &TOP) {
                     Some(s) => format!("unknown key `{other}`; did you mean `{s}`?"),
                     None => format!("unknown key `{other}`; expected one of {}", TOP.join(", ")),
@@ -76,7 +82,9 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
     if let (Some(d), Some(a)) = (defaults.as_mut(), agent.as_ref()) {
         d.metrics = d.metrics.or(Some(a.metrics));
     }
-    let (receivers, receiver_names) = check_receivers(cx, receivers);
+    let zone = agent.as_ref().map_or(TimeZone::UTC, |a| a.timezone);
+    let (receivers, receiver_names) = check_receivers(cx, receivers, zone);
+    let report = report.and_then(|r| check_report(cx, r, &receivers, &receiver_names, zone));
     if let Some(d) = defaults.as_mut() {
         d.alert = defaults_alert(cx, std::mem::take(&mut d.alert), &receiver_names);
     }
@@ -119,6 +127,7 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
     Some(Config {
         agent: agent?,
         receivers,
+        report,
         probes: out,
         other_shards: Vec::new(),
         warnings: Vec::new(),

@@ -29,6 +29,7 @@ use super::defaults::RawDefaults;
 use super::own_keys::{KindList, own_keys, own_keys_schema, refusal};
 use super::probe::RawProbe;
 use super::receivers::RawReceiver;
+use super::reporting::RawReport;
 use super::routes::RawRoute;
 use crate::notify::ReceiverKind;
 use crate::probe::kinds::Kind;
@@ -67,6 +68,8 @@ struct ProbesFile {
     /// The endpoints to watch: at least one.
     #[schemars(length(min = 1))]
     probes: Vec<ProbeSchema>,
+    /// The weekly SLO report sent by itself: to whom, over what period, and when.
+    report: Option<RawReport>,
 }
 
 /// A probe: the keys every probe has ([`RawProbe`]) and each kind's own (the `Keys` of

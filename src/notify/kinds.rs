@@ -26,6 +26,7 @@ use serde_json::Value as Json;
 use serde_yaml::Value;
 
 use super::chat::Message;
+use super::document::Document;
 use super::email::Mail;
 use super::{Verdict, alertmanager, dingtalk, email, feishu, pagerduty, slack, webhook, wecom};
 use crate::alert::Notification;
@@ -107,6 +108,20 @@ impl ReceiverKind {
             ReceiverKind::Wecom => Some(wecom::AFTER_TEST_PAGE),
             ReceiverKind::Feishu => Some(feishu::AFTER_TEST_PAGE),
             ReceiverKind::Email => Some(email::AFTER_TEST_PAGE),
+        }
+    }
+
+    /// Whether it takes documents (the daily digest, the weekly report): the receivers
+    /// people read; not those that hold alert state (Alertmanager, PagerDuty).
+    pub fn takes_documents(self) -> bool {
+        match self {
+            ReceiverKind::Webhook
+            | ReceiverKind::Slack
+            | ReceiverKind::Dingtalk
+            | ReceiverKind::Wecom
+            | ReceiverKind::Feishu
+            | ReceiverKind::Email => true,
+            ReceiverKind::Alertmanager | ReceiverKind::Pagerduty => false,
         }
     }
 
@@ -274,6 +289,32 @@ pub(super) fn request(receiver: &ReceiverConfig, n: &Notification, now: SystemTi
         ReceiverSpec::Email(_) => return Request::Mail(Mail::page(n)),
     };
     Request::Post { url, body }
+}
+
+/// The request that sends a document (a digest, a report) to `receiver`; `None` for a
+/// kind that takes none ([`ReceiverKind::takes_documents`]).
+pub(super) fn document_request(
+    receiver: &ReceiverConfig,
+    doc: &Document,
+    now: SystemTime,
+) -> Option<Request> {
+    let url = receiver.url.expose();
+    let (url, body) = match &receiver.spec {
+        ReceiverSpec::Webhook => webhook::document_request(url, doc, now),
+        ReceiverSpec::Slack => slack::document_request(url, doc),
+        ReceiverSpec::Dingtalk(spec) => dingtalk::request(url, spec, &doc.message(), now),
+        ReceiverSpec::Wecom(spec) => wecom::request(url, spec, &doc.message()),
+        ReceiverSpec::Feishu(spec) => feishu::request(url, spec, &doc.message(), now),
+        ReceiverSpec::Email(_) => {
+            return Some(Request::Mail(Mail {
+                subject: doc.title.clone(),
+                text: doc.text.clone(),
+                html: doc.html.clone(),
+            }));
+        }
+        ReceiverSpec::Alertmanager(_) | ReceiverSpec::Pagerduty(_) => return None,
+    };
+    Some(Request::Post { url, body })
 }
 
 /// One message to a chat robot naming the first of `pages`, as many as fit its size

@@ -16,7 +16,9 @@
 
 mod alertmanager;
 mod chat;
+mod digest;
 mod dingtalk;
+mod document;
 mod email;
 mod feishu;
 pub mod kinds;
@@ -27,6 +29,7 @@ mod webhook;
 mod wecom;
 
 pub use alertmanager::DEFAULT_RESEND_INTERVAL;
+pub use document::Document;
 pub use kinds::{ReceiverKind, ReceiverSpec};
 pub use pace::Pacing;
 
@@ -142,6 +145,20 @@ impl Receiver {
         match kinds::request(&self.config, n, now) {
             kinds::Request::Post { url, body } => self.post(&url, &body).await,
             kinds::Request::Mail(mail) => self.mail(&mail).await,
+        }
+    }
+
+    /// Sends a digest or a report; a receiver that takes none refuses it.
+    pub async fn send_document(&self, doc: &Document, now: SystemTime) -> Delivery {
+        match kinds::document_request(&self.config, doc, now) {
+            Some(kinds::Request::Post { url, body }) => self.post(&url, &body).await,
+            Some(kinds::Request::Mail(mail)) => self.mail(&mail).await,
+            None => Delivery::Rejected {
+                why: format!(
+                    "a {} receiver takes no digests or reports",
+                    self.config.kind.as_str()
+                ),
+            },
         }
     }
 
@@ -300,6 +317,9 @@ pub async fn deliver(
     if let Some(previous) = previous {
         let _ = previous.await;
     }
+    if let Some(calendar) = receiver.config.digest.clone() {
+        return digest::deliver_digests(receiver, cx, calendar, cancel).await;
+    }
     let name = receiver.name().to_owned();
     // Receivers that hold state rather than events (Alertmanager) are re-sent what is
     // active; the others wait for work with the same clock.
@@ -376,7 +396,7 @@ pub async fn deliver(
             }
             None => vec![head],
         };
-        let mut pages = readable(&cx, &receiver, batch, now).await;
+        let mut pages = readable(&cx, &receiver, batch, now, true).await;
         if pages.is_empty() {
             publish_pending(&cx, &name).await;
             continue;
@@ -470,13 +490,14 @@ async fn due_batch(cx: &DeliveryContext, receiver: &str, head: Pending, now: Sys
     }
 }
 
-/// The notifications of `batch` still worth sending: one that cannot be read, or was
-/// undeliverable for longer than `give_up_after`, leaves the outbox here.
+/// The notifications of `batch` still worth sending: one that cannot be read, or (if
+/// `expire`) was undeliverable for longer than `give_up_after`, leaves the outbox here.
 async fn readable(
     cx: &DeliveryContext,
     receiver: &Receiver,
     batch: Vec<Pending>,
     now: SystemTime,
+    expire: bool,
 ) -> Vec<(Pending, Notification)> {
     let name = receiver.name();
     let mut pages = Vec::with_capacity(batch.len());
@@ -489,7 +510,9 @@ async fn readable(
                 continue;
             }
         };
-        if now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after {
+        if expire
+            && now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after
+        {
             tracing::error!(receiver = %name, id = %queued.id, attempts = pending.attempts, "Giving up on a notification: undeliverable for longer than give_up_after.");
             cx.metrics.notification(name, queued.event.as_str(), "expired");
             remove(cx, pending.id).await;

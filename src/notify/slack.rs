@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::Verdict;
+use super::document::Document;
 use crate::alert::{AlertEvent, Notification};
 use crate::config::{Diagnostics, NoKeys, ReceiverKeys};
 
@@ -21,6 +22,12 @@ pub(super) const AFTER_TEST_PAGE: &str =
 
 pub(super) fn request(url: &str, n: &Notification) -> (String, Value) {
     (url.to_owned(), body(n))
+}
+
+/// A digest or a report: its title in bold and its plain text, escaped.
+pub(super) fn document_request(url: &str, doc: &Document) -> (String, Value) {
+    let text = format!("*{}*\n{}", slack_escape(&doc.title), slack_escape(&doc.text));
+    (url.to_owned(), json!({ "text": text }))
 }
 
 /// Slack answers 200 `ok`; its refusals (`invalid_payload`, `no_service`,

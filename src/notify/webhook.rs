@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value, json};
 
 use super::Verdict;
+use super::document::Document;
 use crate::alert::{Notification, rfc3339};
 use crate::config::{Diagnostics, NoKeys, ReceiverKeys};
 
@@ -23,6 +24,18 @@ pub(super) const AFTER_TEST_PAGE: &str =
 
 pub(super) fn request(url: &str, n: &Notification, now: SystemTime) -> (String, Value) {
     (url.to_owned(), body(n, now))
+}
+
+/// A digest or a report: `event` is `document`, with its title, text and markdown (the
+/// HTML stays for e-mail).
+pub(super) fn document_request(url: &str, doc: &Document, now: SystemTime) -> (String, Value) {
+    let body = json!({
+        "version": "1",
+        "event": "document",
+        "sent_at": rfc3339(now),
+        "document": {"title": doc.title, "text": doc.text, "markdown": doc.markdown},
+    });
+    (url.to_owned(), body)
 }
 
 /// Any endpoint: what it says is its status.

@@ -47,6 +47,7 @@ mod report;
 mod report_prometheus;
 mod requests;
 mod routes;
+mod scheduled;
 mod schema;
 mod secrets;
 mod series_budget;
