@@ -1,5 +1,6 @@
-//! `routes:` end to end: the real agent pages each of a probe's two alerts to the
-//! receivers its severity is routed to, and `check` shows those tiers.
+//! `routes:` end to end: the real agent pages each probe alert to the receivers its
+//! severity is routed to (the seed's tiers: pager, chat, a daily digest), and `check`
+//! shows those tiers.
 
 use std::path::Path;
 use std::process::Command;
@@ -30,10 +31,11 @@ fn page(event: &str, alertname: &str, severity: &str) -> (String, String, String
 }
 
 #[test]
-fn the_critical_page_reaches_only_the_pager_and_the_warning_only_the_chat() {
+fn the_critical_page_reaches_only_the_pager_the_warning_only_the_chat_and_info_the_digest() {
     let _turn = timed();
     let pager = FakeReceiver::start(202);
     let chat = FakeReceiver::start(202);
+    let digest = FakeReceiver::start(202);
     // Slow (300 ms over a 100 ms target) until told to fail, then HTTP 503.
     let failing = Arc::new(AtomicBool::new(false));
     let fails = failing.clone();
@@ -47,6 +49,13 @@ fn the_critical_page_reaches_only_the_pager_and_the_warning_only_the_chat() {
             ]
         }
     });
+    // Slow for good: a trend, whose degraded alert is `info`.
+    let slow = scripted_server(|_| {
+        vec![
+            Step::Hold(Duration::from_millis(300)),
+            Step::Write(reply(200, "{\"status\":\"ok\"}")),
+        ]
+    });
     let dir = temp_dir("routes-e2e");
     let probes = dir.join("probes.yaml");
     std::fs::write(
@@ -56,22 +65,33 @@ fn the_critical_page_reaches_only_the_pager_and_the_warning_only_the_chat() {
 receivers:
   - {{name: pager, kind: webhook, url: \"http://{pager}/\", max_backoff: 1s}}
   - {{name: chat, kind: webhook, url: \"http://{chat}/\", max_backoff: 1s}}
+  - name: daily-digest
+    kind: webhook
+    url: http://{digest}/
+    max_backoff: 1s
+    digest: {{schedule: \"*/2 * * * * *\"}}
 routes:
   - match: {{severity: critical}}
     receivers: [pager]
   - match: {{severity: warning}}
     receivers: [chat]
+  - match: {{severity: info}}
+    receivers: [daily-digest]
+defaults:
+  interval: 1s
+  timeout: 900ms
+  alert: {{failure_threshold: 2, success_threshold: 2}}
+  slo: {{total_p95: 100ms, window: 5}}
 probes:
-  - name: llm
+  - {{name: llm, kind: http, url: \"http://{endpoint}/health\"}}
+  - name: trend
     kind: http
-    url: http://{endpoint}/health
-    interval: 1s
-    timeout: 900ms
-    alert: {{failure_threshold: 2, success_threshold: 2}}
-    slo: {{total_p95: 100ms, window: 5}}
+    url: http://{slow}/health
+    alert: {{severity: warning, slo_severity: info}}
 ",
             pager = pager.addr,
             chat = chat.addr,
+            digest = digest.addr,
         ),
     )
     .unwrap();
@@ -90,7 +110,22 @@ probes:
         Duration::from_secs(10),
         || chat.accepted_count() >= 2,
     );
-    // A few more failing runs: nothing else may reach either receiver.
+    let digests_naming_trend = || {
+        digest
+            .accepted()
+            .iter()
+            .filter(|d| {
+                d["event"] == "document"
+                    && d["document"]["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("trend is DEGRADED"))
+            })
+            .count()
+    };
+    wait_until("the trend in the digest", Duration::from_secs(30), || {
+        digests_naming_trend() >= 1
+    });
+    // A few more runs: nothing else may reach the pager or the chat.
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         pages(&pager),
@@ -102,6 +137,16 @@ probes:
             page("firing", "InferenceEndpointDegraded", "warning"),
             page("resolved", "InferenceEndpointDegraded", "warning"),
         ]
+    );
+    // The digest receiver gets documents only, and none of them names the other probe.
+    let documents = digest.accepted();
+    assert!(
+        documents.iter().all(|d| d["event"] == "document"
+            && !d["document"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("llm is")),
+        "{documents:#?}"
     );
 }
 
