@@ -146,6 +146,11 @@ impl Route {
             && self.labels.iter().all(|(k, v)| probe.labels.get(k) == Some(v))
     }
 
+    /// A route without `match`: the catch-all.
+    fn matches_everything(&self) -> bool {
+        self.severities.is_none() && self.probes.is_none() && self.kinds.is_none() && self.labels.is_empty()
+    }
+
     /// Whether every alert this route matches, `other` matches too: then `other`, above
     /// it without `continue`, takes them all and this route never sees one.
     fn within(&self, other: &Route) -> bool {
@@ -239,8 +244,9 @@ impl Routes {
             return;
         }
         for (i, route) in self.routes.iter().enumerate() {
-            // One that can never match is said so already, by `check_routes`.
-            if !route.used && shadowing(&self.routes, i).is_none() {
+            // One that can never match is said so already, by `check_routes`; a catch-all
+            // that nothing reaches yet is a safety net for the probes to come.
+            if !route.used && !route.matches_everything() && shadowing(&self.routes, i).is_none() {
                 cx.warn(
                     None,
                     &route.at,
@@ -286,11 +292,7 @@ pub(super) fn check_routes(
     }
     for (i, route) in routes.iter().enumerate() {
         if let Some(earlier) = shadowing(&routes, i) {
-            let message = if earlier.severities.is_none()
-                && earlier.probes.is_none()
-                && earlier.kinds.is_none()
-                && earlier.labels.is_empty()
-            {
+            let message = if earlier.matches_everything() {
                 format!(
                     "can never match: {} above it matches every alert and has no `continue`",
                     earlier.at

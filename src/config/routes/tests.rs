@@ -187,6 +187,21 @@ probes:\n{}",
 }
 
 #[test]
+fn a_catch_all_that_no_alert_reaches_yet_is_not_said() {
+    let text = format!(
+        "{RECEIVERS}routes:
+  - match: {{severity: [critical, warning]}}
+    receivers: [team-chat]
+  - receivers: [daily-digest]
+probes:\n{}",
+        probe("chat", ""),
+    );
+    let config = load(&text);
+    assert_eq!(routed(&config), [(vec!["team-chat"], vec!["team-chat"])]);
+    assert_eq!(warnings(&config), Vec::<String>::new());
+}
+
+#[test]
 fn a_route_that_continues_hides_none_below_it() {
     let text = format!(
         "{RECEIVERS}routes:
