@@ -432,10 +432,10 @@ impl Alerting {
                         now,
                     );
                     let alert = with_failure(alert, outcome);
-                    notes.push(self.fire(&mut state.down, alert, &a.receivers, now));
+                    notes.push(self.fire(&mut state.down, alert, &a.down_receivers, now));
                     // One page per probe: the degraded alert yields to the down alert.
                     if let Some(firing) = state.degraded.firing.take() {
-                        notes.push(self.resolve(*firing, now, Ended::Superseded, &a.receivers));
+                        notes.push(self.resolve(*firing, now, Ended::Superseded, &a.degraded_receivers));
                     }
                     state.degraded = Track::default();
                     // Latency from before the outage says nothing about after it.
@@ -453,7 +453,7 @@ impl Alerting {
             }
         } else if state.down.firing.is_some() && state.down.good >= a.success_threshold {
             let firing = state.down.firing.take().expect("checked");
-            notes.push(self.resolve(*firing, now, Ended::Recovered, &a.receivers));
+            notes.push(self.resolve(*firing, now, Ended::Recovered, &a.down_receivers));
             state.down.good = 0;
         }
 
@@ -504,7 +504,7 @@ impl Alerting {
                             );
                             alert.reason = reason.into();
                             alert.last_status = o.http_status;
-                            notes.push(self.fire(&mut state.degraded, alert, &a.receivers, now));
+                            notes.push(self.fire(&mut state.degraded, alert, &a.degraded_receivers, now));
                         }
                         Some(firing) => {
                             firing.alert.summary = summary;
@@ -519,7 +519,7 @@ impl Alerting {
                     state.degraded.good_run(a.success_threshold);
                     if state.degraded.firing.is_some() && state.degraded.good >= a.success_threshold {
                         let firing = state.degraded.firing.take().expect("checked");
-                        notes.push(self.resolve(*firing, now, Ended::Recovered, &a.receivers));
+                        notes.push(self.resolve(*firing, now, Ended::Recovered, &a.degraded_receivers));
                         state.degraded.good = 0;
                     }
                 }

@@ -75,7 +75,8 @@ fn alert_config() -> AlertConfig {
         severity: Severity::Critical,
         slo_severity: Severity::Warning,
         runbook_url: Some("https://runbooks.example.com/llm".into()),
-        receivers: vec!["pager".into()],
+        down_receivers: vec!["pager".into()],
+        degraded_receivers: vec!["pager".into()],
         rate_limited: RateLimited::Throttled,
     }
 }
@@ -654,13 +655,39 @@ fn a_resolve_reaches_the_receivers_paged_and_those_configured_now() {
     let mut h = Harness::new(alert_config(), Slo::default());
     h.runs(&[Fail(FailureReason::Http5xx); 3]);
     let mut alert = alert_config();
-    alert.receivers = vec!["chat".into()];
+    alert.down_receivers = vec!["chat".into()];
     h.rules = rules(alert, Slo::default());
     assert_eq!(
         h.alerting.configure(h.rules.clone(), &[], h.now),
         Changes::default()
     );
     let notes = h.runs(&[Ok, Ok]);
+    assert_eq!(notes[0].receivers, ["pager", "chat"]);
+}
+
+#[test]
+fn each_alert_pages_its_own_receivers_and_resolves_to_them() {
+    let mut alert = alert_config();
+    alert.down_receivers = vec!["pager".into(), "chat".into()];
+    alert.degraded_receivers = vec!["chat".into()];
+    let mut h = Harness::new(alert, slo(Some(500), None));
+    let notes = h.runs(&[Timed(900, 1000); 7]);
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Degraded)]);
+    assert_eq!(notes[0].receivers, ["chat"]);
+    // The degraded alert yields to the down alert: its resolve goes to whoever had its
+    // page, not to the down alert's pager.
+    let notes = h.runs(&[Fail(FailureReason::Connect); 3]);
+    assert_eq!(
+        events(&notes),
+        [
+            (AlertEvent::Firing, Condition::Down),
+            (AlertEvent::Resolved, Condition::Degraded)
+        ]
+    );
+    assert_eq!(notes[0].receivers, ["pager", "chat"]);
+    assert_eq!(notes[1].receivers, ["chat"]);
+    let notes = h.runs(&[Ok, Ok]);
+    assert_eq!(events(&notes), [(AlertEvent::Resolved, Condition::Down)]);
     assert_eq!(notes[0].receivers, ["pager", "chat"]);
 }
 

@@ -10,7 +10,7 @@ use inferprobe::agent::default_api_base;
 use inferprobe::alert::{Alert, AlertEvent, Notification};
 use inferprobe::config::{ReceiverKind, Severity};
 use inferprobe::net::TlsRoots;
-use inferprobe::notify::{Delivery, Receiver};
+use inferprobe::notify::{Delivery, Document, Receiver};
 use inferprobe::redact::SharedRedactor;
 
 use super::{DEFAULT_PORT, EXIT_BAD_CONFIG, load_or_report, location_of};
@@ -92,7 +92,24 @@ pub async fn run(
             alert: alert.clone(),
             receivers: vec![rc.name.clone()],
         };
-        let result = receiver.send_now(&n, now).await;
+        // A digest receiver is sent what it will get: a digest, holding the test page.
+        let result = match &rc.digest {
+            Some(calendar) => {
+                let day_ago = now
+                    .checked_sub(std::time::Duration::from_secs(86_400))
+                    .unwrap_or(now);
+                let doc = Document::digest(
+                    &rc.name,
+                    std::slice::from_ref(&n),
+                    &[],
+                    day_ago,
+                    now,
+                    calendar.zone(),
+                );
+                receiver.send_document(&doc, now).await
+            }
+            None => receiver.send_now(&n, now).await,
+        };
         // A `${VAR}` host is a secret; `why` is cleaned and printable already.
         let target = format!("{} {}", rc.kind.as_str(), redactor.current().clean(&rc.host));
         match result {

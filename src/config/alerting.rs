@@ -66,9 +66,28 @@ pub struct AlertConfig {
     /// Of the degraded (SLO or throttled) alert.
     pub slo_severity: Severity,
     pub runbook_url: Option<String>,
-    /// Receiver names; all receivers when the file does not say.
-    pub receivers: Vec<String>,
+    /// Receiver names of the down alert (at `severity`): `alert.receivers`, else what the
+    /// file's `routes:` give that severity, else every receiver.
+    pub down_receivers: Vec<String>,
+    /// Receiver names of the degraded alert (at `slo_severity`), chosen the same way: the
+    /// two alerts of one probe may go to different receivers.
+    pub degraded_receivers: Vec<String>,
     pub rate_limited: RateLimited,
+}
+
+impl AlertConfig {
+    /// The probe's alerts that can fire, each with its severity and receivers: the down
+    /// alert, and the degraded one unless nothing can raise it (no latency target, and a
+    /// 429 counts as down).
+    pub fn pages(&self, slo: &Slo) -> Vec<(&'static str, Severity, &[String])> {
+        let mut out = vec![("down", self.severity, self.down_receivers.as_slice())];
+        let degraded_fires =
+            slo.ttft_p95.is_some() || slo.total_p95.is_some() || self.rate_limited == RateLimited::Throttled;
+        if degraded_fires {
+            out.push(("degraded", self.slo_severity, self.degraded_receivers.as_slice()));
+        }
+        out
+    }
 }
 
 /// Latency targets, judged over the last `window` successful runs.
@@ -109,13 +128,19 @@ pub(super) struct RawAlert {
     slo_severity: Option<Severity>,
     /// A link put in every page.
     runbook_url: Option<String>,
-    /// The receivers to page, by name (default: all).
+    /// The receivers both of the probe's alerts page, by name; `[]` pages nobody. Wins
+    /// over `routes:` (default: what the routes give each alert, else every receiver).
     receivers: Option<Vec<String>>,
     /// What an HTTP 429 means: `throttled` (the degraded alert; the default) or `down`.
     rate_limited: Option<RateLimited>,
 }
 
 impl RawAlert {
+    /// Whether `receivers` is set: a list that wins over the file's `routes:`.
+    pub(super) fn lists_receivers(&self) -> bool {
+        self.receivers.is_some()
+    }
+
     /// The probe's own keys win over the defaults', key by key.
     pub(super) fn over(self, defaults: &RawAlert) -> RawAlert {
         let d = defaults.clone();
@@ -234,17 +259,11 @@ pub(super) fn alert(
         Some(names) => {
             for (i, name) in names.iter().enumerate() {
                 if !receivers.contains(name) {
-                    let message = match suggest(name, receivers) {
-                        Some(s) => format!("no receiver named `{name}`; did you mean `{s}`?"),
-                        None if receivers.is_empty() => {
-                            format!("no receiver named `{name}`: the file has no `receivers:` list")
-                        }
-                        None => format!(
-                            "no receiver named `{name}`; receivers are {}",
-                            receivers.join(", ")
-                        ),
-                    };
-                    cx.error(probe, &key(&format!("receivers[{i}]")), message);
+                    cx.error(
+                        probe,
+                        &key(&format!("receivers[{i}]")),
+                        no_such_receiver(name, receivers),
+                    );
                 }
             }
             names
@@ -261,9 +280,25 @@ pub(super) fn alert(
         severity,
         slo_severity,
         runbook_url,
-        receivers: chosen,
+        down_receivers: chosen.clone(),
+        degraded_receivers: chosen,
         rate_limited: raw.rate_limited.unwrap_or_default(),
     })
+}
+
+/// What is said of a receiver name that `receivers:` does not define, with the name it
+/// most likely meant.
+pub(super) fn no_such_receiver(name: &str, receivers: &[String]) -> String {
+    match suggest(name, receivers) {
+        Some(s) => format!("no receiver named `{name}`; did you mean `{s}`?"),
+        None if receivers.is_empty() => {
+            format!("no receiver named `{name}`: the file has no `receivers:` list")
+        }
+        None => format!(
+            "no receiver named `{name}`; receivers are {}",
+            receivers.join(", ")
+        ),
+    }
 }
 
 /// `defaults.alert`, checked once where it is written (with the file's receivers);

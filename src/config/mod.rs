@@ -14,7 +14,8 @@
 //!
 //! The rooms, cut by section, each file the section's serde shape, its validated type and
 //! its check (ARCHITECTURE.md has the table of which may import which; no circles):
-//! root.rs the file's four keys; agent.rs, defaults.rs, receivers.rs, probe.rs (the keys
+//! root.rs the file's top-level keys; routes.rs `routes:` (which receivers each probe
+//! alert pages, decided at load); agent.rs, defaults.rs, receivers.rs, probe.rs (the keys
 //! every probe has), expect.rs, tls.rs, content.rs (prompts, images, tensors),
 //! alerting.rs (`alert`, `slo`), cost.rs, tracing.rs, remote_write.rs; below them
 //! values.rs (durations, URLs, headers, labels, files), formats.rs (the schema's string
@@ -54,6 +55,7 @@ mod remote_write;
 mod report_view;
 mod reporting;
 mod root;
+mod routes;
 mod schema;
 mod sharing;
 mod tls;

@@ -30,6 +30,7 @@ use super::expect::Expect;
 use super::expect::{RawExpect, probe_expect};
 use super::formats::{Duration as DurationText, Name};
 use super::own_keys::split_own_keys;
+use super::routes::{ProbeFacts, Routes};
 use super::sharing::Sections;
 use super::tls::TlsConfig;
 use super::tls::{RawTls, probe_tls};
@@ -54,6 +55,7 @@ pub(super) fn check_probe(
     prefix: &str,
     defaults: Option<&Defaults>,
     receivers: &[String],
+    routes: Option<&mut Routes>,
 ) -> Option<ProbeConfig> {
     let errors_before = cx.error_count();
     let name = raw.name.clone();
@@ -153,8 +155,17 @@ pub(super) fn check_probe(
         .alert
         .unwrap_or_default()
         .over(defaults.map_or(&no_alert, |d| &d.alert));
-    let alert = alert(cx, p, prefix, raw_alert, receivers);
+    let listed = raw_alert.lists_receivers();
+    let mut alert = alert(cx, p, prefix, raw_alert, receivers);
     let (slo, cost) = slo_and_cost(cx, p, prefix, kind, raw.slo, raw.cost, defaults);
+    if let (Some(routes), Some(alert), Some(slo), false) = (routes, alert.as_mut(), slo.as_ref(), listed) {
+        let probe = ProbeFacts {
+            name: &name,
+            kind,
+            labels: &labels,
+        };
+        routes.route_probe(cx, prefix, &probe, alert, slo);
+    }
     let budget = probe_budget(
         cx,
         p,

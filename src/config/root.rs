@@ -1,6 +1,7 @@
-//! The file as a whole: its four top-level keys, read in the order that lets each
-//! section use what the earlier ones gave (the agent's `metrics` under `defaults`,
-//! receivers' names under `alert`), and every probe, each with its kind read first.
+//! The file as a whole: its top-level keys, read in the order that lets each section use
+//! what the earlier ones gave (the agent's `metrics` under `defaults`, receivers' names
+//! under `alert` and `routes`, the routes in every probe), and every probe, each with its
+//! kind read first.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use super::positions::suggest;
 use super::probe::{ProbeConfig, RawProbe, check_probe, own_keys_of_probe};
 use super::receivers::{ReceiverConfig, check_receivers};
 use super::reporting::{ReportConfig, check_report};
+use super::routes::check_routes;
 use super::sharing::Sections;
 use super::values::Secret;
 use crate::probe::kinds::Kind;
@@ -51,6 +53,7 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
     let mut agent = Value::Null;
     let mut defaults = Value::Null;
     let mut receivers = None;
+    let mut routes = None;
     let mut probes = None;
     let mut report = None;
     for (k, v) in map {
@@ -58,10 +61,11 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
             Some("agent") => agent = v,
             Some("defaults") => defaults = v,
             Some("receivers") => receivers = Some(v),
+            Some("routes") => routes = Some(v),
             Some("probes") => probes = Some(v),
             Some("report") => report = Some(v),
             Some(other) => {
-                const TOP: [&str; 5] = ["agent", "defaults", "receivers", "probes", "report"];
+                const TOP: [&str; 6] = ["agent", "defaults", "receivers", "routes", "probes", "report"];
                 let message = match suggest(other, &TOP) {
                     Some(s) => format!("unknown key `{other}`; did you mean `{s}`?"),
                     None => format!("unknown key `{other}`; expected one of {}", TOP.join(", ")),
@@ -84,10 +88,16 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
     if let Some(d) = defaults.as_mut() {
         d.alert = defaults_alert(cx, std::mem::take(&mut d.alert), &receiver_names);
     }
+    let items = probe_items(cx, probes);
+    let probe_names: Vec<String> = items
+        .iter()
+        .filter_map(|v| v.get("name").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    let mut routes = check_routes(cx, routes, &receiver_names, &probe_names);
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
     let mut sections = Sections::default();
-    for (i, mut value) in probe_items(cx, probes).into_iter().enumerate() {
+    for (i, mut value) in items.into_iter().enumerate() {
         let ProbeItem { prefix, name, kind } = probe_item(cx, &mut seen, i, &mut value);
         // The kind's own keys out first: what is left is the keys every probe has.
         let own = own_keys_of_probe(cx, &mut value, &prefix, name.as_deref(), kind);
@@ -105,10 +115,14 @@ pub(super) fn check_root(cx: &mut Diagnostics, root: Value) -> Option<Config> {
             &prefix,
             defaults.as_ref(),
             &receiver_names,
+            routes.as_mut(),
         );
         if let Some(p) = p {
             out.push(Arc::new(p));
         }
+    }
+    if let Some(routes) = &routes {
+        routes.warn_unused(cx);
     }
     Some(Config {
         agent: agent?,

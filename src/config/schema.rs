@@ -30,6 +30,7 @@ use super::own_keys::{KindList, own_keys, own_keys_schema, refusal};
 use super::probe::RawProbe;
 use super::receivers::RawReceiver;
 use super::reporting::RawReport;
+use super::routes::RawRoute;
 use crate::notify::ReceiverKind;
 use crate::probe::kinds::Kind;
 
@@ -48,7 +49,7 @@ pub fn json_schema() -> String {
 /// as success, and where pages go. `inferprobe check -c probes.yaml` checks what this
 /// schema cannot (files, URLs, rules across keys).
 // Never deserialized: root.rs splits the root by hand, to report each section's
-// problems on their own; its four keys (`TOP` there) are these fields.
+// problems on their own; its keys (`TOP` there) are these fields.
 #[allow(dead_code)]
 #[derive(JsonSchema)]
 #[schemars(deny_unknown_fields, title = "inferprobe probes.yaml")]
@@ -59,6 +60,11 @@ struct ProbesFile {
     defaults: Option<RawDefaults>,
     /// Where pages go (default: none; alerts still show in the API and the metrics).
     receivers: Option<Vec<ReceiverSchema>>,
+    /// Which receivers each probe alert pages, by its severity and its probe's name, kind
+    /// and labels: tried in order, the first match decides (`continue: true` goes on).
+    /// A probe's `alert.receivers` wins over them (default: every receiver gets every
+    /// alert).
+    routes: Option<Vec<RawRoute>>,
     /// The endpoints to watch: at least one.
     #[schemars(length(min = 1))]
     probes: Vec<ProbeSchema>,

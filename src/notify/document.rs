@@ -48,7 +48,10 @@ impl Document {
         link: Option<&str>,
         html: String,
     ) -> Document {
-        let mut markdown = String::new();
+        // The link first: a robot cuts a long message at its size cap, from the end.
+        let mut markdown = link
+            .map(|l| format!("[The full report]({l})\n\n"))
+            .unwrap_or_default();
         let mut text = format!("{title}\n\n");
         for (well, line) in lines {
             let mark = if *well { "✅" } else { "❌" };
@@ -60,7 +63,6 @@ impl Document {
             text.push_str(&format!("\n{note}\n"));
         }
         if let Some(link) = link {
-            markdown.push_str(&format!("\n[The full report]({link})\n"));
             text.push_str(&format!("\nThe full report: {link}\n"));
         }
         Document {

@@ -30,7 +30,7 @@ pub(crate) struct Keys {
     from: Option<String>,
     /// email: the recipients, one address or a list.
     #[serde(default)]
-    to: Vec<String>,
+    to: Recipients,
     /// email: the SMTP AUTH user name, when the server asks for one.
     username: Option<String>,
     /// email: the SMTP AUTH password, e.g. "${SMTP_PASSWORD}". A secret: never shown.
@@ -43,6 +43,29 @@ pub(crate) struct Keys {
 
 impl OwnKeys for Keys {
     const SECRETS: &'static [&'static str] = &["password"];
+}
+
+/// `to: oncall@example.com` or `to: [a@example.com, b@example.com]`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged, expecting = "must be an e-mail address or a list of them")]
+enum Recipients {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for Recipients {
+    fn default() -> Self {
+        Recipients::Many(Vec::new())
+    }
+}
+
+impl Recipients {
+    fn list(&self) -> &[String] {
+        match self {
+            Recipients::One(one) => std::slice::from_ref(one),
+            Recipients::Many(many) => many,
+        }
+    }
 }
 
 /// How the connection to the SMTP server is secured.
@@ -154,11 +177,12 @@ pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Optio
             None
         }
     };
-    if own.to.is_empty() {
+    if own.to.list().is_empty() {
         keys.error(cx, "to", "an email receiver needs at least one address in `to`");
     }
     let to: Vec<Mailbox> = own
         .to
+        .list()
         .iter()
         .enumerate()
         .filter_map(|(i, t)| mailbox(cx, &format!("to[{i}]"), t))

@@ -4,7 +4,8 @@
 //! bans it for ten minutes), so the delivery loop asks the bucket before each message,
 //! and while it waits the changes pile up in the outbox and go out merged into one.
 //!
-//! The bucket holds `burst` messages (a quarter of the limit) and refills at
+//! The bucket holds `burst` messages (a quarter of the limit, at most 5: Feishu's
+//! per-second limit) and refills at
 //! `(limit - burst)` a minute, so no 60-second window ever holds more than `limit`
 //! messages: a first burst of changes is sent at once, one by one, and a storm after it
 //! is paced to one message every few seconds, each naming everything that changed since
@@ -35,7 +36,8 @@ impl Pace {
     /// config checks).
     pub fn new(limit: u32, now: Instant) -> Pace {
         let limit = limit.max(2);
-        let burst = f64::from((limit / 4).max(1));
+        // Feishu also takes no more than 5 a second, whatever the minute's limit.
+        let burst = f64::from((limit / 4).clamp(1, 5));
         Pace {
             limit,
             burst,
@@ -138,8 +140,9 @@ mod tests {
             }
             // The pace is the limit less the burst, kept up: a storm that lasts is
             // merged into fewer messages anyway.
-            let burst = (limit / 4).max(1);
-            let steady = burst + 10 * (limit - burst);
+            let burst = (limit / 4).clamp(1, 5);
+            // (Less one: the waits are rounded up to the millisecond.)
+            let steady = burst + 10 * (limit - burst) - 1;
             assert!(sent.len() as u32 >= steady, "limit {limit}: {} sent", sent.len());
         }
     }

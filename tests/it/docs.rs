@@ -158,7 +158,7 @@ fn as_probes_yaml(text: &str) -> Result<String, String> {
     let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| format!("not YAML: {e}"))?;
     let Some(map) = value.as_mapping() else {
         return Err(
-            "a probes.yaml block is a mapping of its top-level keys (agent, defaults, receivers, probes); mark other YAML with `<!-- docs-check: other KIND -->`"
+            "a probes.yaml block is a mapping of its top-level keys (agent, defaults, receivers, routes, probes); mark other YAML with `<!-- docs-check: other KIND -->`"
                 .to_owned(),
         );
     };

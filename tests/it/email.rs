@@ -137,3 +137,30 @@ fn a_relay_without_tls_takes_pages_when_the_config_says_so() {
     });
     assert_eq!(plain.messages()[0].envelope["tls"], false);
 }
+
+#[test]
+fn test_alert_sends_a_digest_receiver_a_test_digest() {
+    let Some(plain) = SmtpSink::start(Mode::Plain, None, None) else {
+        return;
+    };
+    let (code, out) = test_alert(&receiver(
+        "daily",
+        &format!("smtp://127.0.0.1:{}", plain.port),
+        "    starttls: false\n    digest: {schedule: \"0 9 * * *\", timezone: Asia/Shanghai}\n",
+    ));
+    assert_eq!(code, Some(0), "{out}");
+    wait_until("the digest arrived", Duration::from_secs(5), || {
+        plain.messages().len() == 1
+    });
+    let m = &plain.messages()[0].envelope;
+    let subject = m["subject"].as_str().unwrap();
+    assert_eq!(
+        subject,
+        "inferprobe daily digest: 1 fired, 0 resolved, 0 still open"
+    );
+    let text = m["text"].as_str().unwrap();
+    assert!(
+        text.contains("[TEST] inferprobe test alert") && text.contains("+08:00"),
+        "{text}"
+    );
+}

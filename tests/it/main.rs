@@ -46,6 +46,7 @@ mod reload_under_load;
 mod report;
 mod report_prometheus;
 mod requests;
+mod routes;
 mod scheduled;
 mod schema;
 mod secrets;

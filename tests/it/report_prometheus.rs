@@ -274,6 +274,45 @@ async fn the_fleet_report_from_prometheus_matches_the_agents() {
     ] {
         assert!(markdown.contains(section), "missing {section:?} in\n{markdown}");
     }
+
+    // The fleet's one report, as deploy/'s timer or CronJob sends it: `--send` with
+    // `--prometheus`, to a real SMTP server, none of the agents' environment needed.
+    if let Some(mail) = crate::support::smtp::SmtpSink::start(crate::support::smtp::Mode::Plain, None, None) {
+        let fleet_config = dir.join("fleet.yaml");
+        std::fs::write(
+            &fleet_config,
+            format!(
+                "agent:\n  listen: ${{LISTEN}}\nreceivers:\n  - name: managers\n    kind: email\n    url: smtp://127.0.0.1:{}\n    starttls: false\n    from: probes@example.com\n    to: [managers@example.com]\nreport:\n  receivers: [managers]\n  period: 2m\nprobes:\n  - name: chat\n    kind: http\n    url: ${{CHAT_URL}}\n    slo: {{availability: 99}}\n",
+                mail.port
+            ),
+        )
+        .unwrap();
+        let (code, stdout, stderr) = report(&[
+            "--send",
+            "--prometheus",
+            &url,
+            "-c",
+            fleet_config.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        assert!(
+            stdout.contains("managers") && stdout.contains("accepted"),
+            "{stdout}"
+        );
+        wait_until("the fleet report arrived", Duration::from_secs(5), || {
+            mail.messages().len() == 1
+        });
+        let sent = &mail.messages()[0].envelope;
+        let html = sent["html"].as_str().unwrap();
+        assert!(
+            html.contains("estimated from histogram buckets"),
+            "the fleet's report"
+        );
+        assert!(
+            html.contains("us-test") && html.contains("eu-test"),
+            "every location"
+        );
+    }
     drop((eu, us, server));
     std::fs::remove_dir_all(&dir).ok();
 }

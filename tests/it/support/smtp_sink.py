@@ -15,6 +15,7 @@ import argparse
 import email
 import email.policy
 import json
+import logging
 import os
 import ssl
 import sys
@@ -93,6 +94,8 @@ def main():
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     # Implicit TLS: AUTH is over TLS, which aiosmtpd cannot see (above).
     warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
+    # The same two notices, logged on every connection: only errors are worth a line.
+    logging.getLogger("mail.log").setLevel(logging.ERROR)
 
     context = None
     if a.mode != "plain":
