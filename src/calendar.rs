@@ -34,7 +34,15 @@ impl Calendar {
         let fields: Vec<&str> = expr.split_whitespace().collect();
         let full = match fields[..] {
             [minute, hour, day, month, weekday] => {
-                format!("0 {minute} {hour} {day} {month} {}", crontab_weekdays(weekday))
+                // Crontab fires when either day field matches; the cron crate when both
+                // do. Rather than fire on fewer days than the line says, refuse it.
+                if day != "*" && weekday != "*" {
+                    return Err(format!(
+                        "`{expr}` restricts both the day of the month and the weekday; crontab fires on either, this schedule would fire only on both: set one of them to `*`"
+                    ));
+                }
+                let weekdays = crontab_weekdays(weekday).map_err(|why| format!("`{expr}`: {why}"))?;
+                format!("0 {minute} {hour} {day} {month} {weekdays}")
             }
             _ => expr.to_owned(),
         };
@@ -46,18 +54,24 @@ impl Calendar {
             schedule,
             zone,
         };
-        let horizon = SystemTime::now() + std::time::Duration::from_secs(400 * 86_400);
+        // Five years: 29 February comes round within four.
+        let horizon = SystemTime::now() + std::time::Duration::from_secs(5 * 366 * 86_400);
         match calendar.next_after(SystemTime::now()) {
             Some(t) if t <= horizon => Ok(calendar),
-            _ => Err(format!("`{expr}` does not fire within a year")),
+            _ => Err(format!("`{expr}` does not fire within five years")),
         }
     }
 
-    /// The first time it fires after `t`.
+    /// The first time it fires after `t`. Strictly after: in the hour a daylight-saving
+    /// change repeats, the cron crate may give the earlier of a wall time's two
+    /// instants, which has passed; a loop that waited for it would fire without pause.
     pub fn next_after(&self, t: SystemTime) -> Option<SystemTime> {
         let local = DateTime::<Utc>::from(t).with_timezone(&self.zone.chrono());
-        let next = self.schedule.after(&local).next()?;
-        Some(SystemTime::from(next.with_timezone(&Utc)))
+        self.schedule
+            .after(&local)
+            .take(4)
+            .map(|next| SystemTime::from(next.with_timezone(&Utc)))
+            .find(|next| *next > t)
     }
 
     pub fn expr(&self) -> &str {
@@ -69,31 +83,61 @@ impl Calendar {
     }
 }
 
-/// Crontab's weekday numbers (0 or 7 Sunday, 1 Monday ... 6 Saturday) as names: the
-/// cron crate counts 1 as Sunday, so `0 9 * * 1` would otherwise fire on Sundays.
-fn crontab_weekdays(field: &str) -> String {
-    const NAMES: [&str; 8] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"];
-    let mut out = String::new();
-    let mut digits = String::new();
-    // Digits after a `/` are a step, not a day.
-    let mut in_step = false;
-    for c in field.chars().chain(std::iter::once(',')) {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        if !digits.is_empty() {
-            match digits.parse::<usize>().ok().and_then(|d| NAMES.get(d)) {
-                Some(name) if !in_step => out.push_str(name),
-                _ => out.push_str(&digits),
-            }
-            digits.clear();
-        }
-        in_step = c == '/';
-        out.push(c);
+/// Crontab's weekday field (0 or 7 Sunday, 1 Monday ... 6 Saturday; lists, ranges,
+/// steps, names) as the list of names the cron crate reads: it counts 1 as Sunday, so
+/// `0 9 * * 1` would otherwise fire on Sundays, and `5-7` (Friday to Sunday) would be a
+/// range that runs backwards.
+fn crontab_weekdays(field: &str) -> Result<String, String> {
+    const NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+    if field == "*" || field == "?" {
+        return Ok(field.to_owned());
     }
-    out.pop();
-    out
+    let day = |s: &str| -> Result<usize, String> {
+        if let Ok(n) = s.parse::<usize>() {
+            return match n {
+                0..=6 => Ok(n),
+                7 => Ok(7),
+                _ => Err(format!("weekday {n} is not 0-7")),
+            };
+        }
+        NAMES
+            .iter()
+            .position(|name| name.eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("`{s}` is not a weekday (0-7 or SUN-SAT)"))
+    };
+    let mut days = [false; 7];
+    for part in field.split(',') {
+        let (range, step) = match part.split_once('/') {
+            Some((range, step)) => {
+                let step = step
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| format!("`{part}` has no step a weekday list can take"))?;
+                (range, step)
+            }
+            None => (part, 1),
+        };
+        let (first, last) = match range {
+            "*" => (0, 6),
+            _ => match range.split_once('-') {
+                Some((a, b)) => (day(a)?, day(b)?),
+                None if step > 1 => (day(range)?, 6),
+                None => {
+                    let d = day(range)?;
+                    (d, d)
+                }
+            },
+        };
+        if first > last {
+            return Err(format!("`{range}` runs backwards"));
+        }
+        for d in (first..=last).step_by(step) {
+            days[d % 7] = true;
+        }
+    }
+    let names: Vec<&str> = (0..7).filter(|d| days[*d]).map(|d| NAMES[d]).collect();
+    Ok(names.join(","))
 }
 
 #[cfg(test)]
@@ -135,12 +179,41 @@ mod tests {
 
     #[test]
     fn crontab_weekdays_count_from_sunday_zero() {
-        assert_eq!(crontab_weekdays("1"), "MON");
-        assert_eq!(crontab_weekdays("1-5"), "MON-FRI");
-        assert_eq!(crontab_weekdays("0,6"), "SUN,SAT");
-        assert_eq!(crontab_weekdays("7"), "SUN");
-        assert_eq!(crontab_weekdays("*/2"), "*/2");
-        assert_eq!(crontab_weekdays("mon"), "mon");
+        let ok = |f: &str| crontab_weekdays(f).unwrap();
+        assert_eq!(ok("1"), "MON");
+        assert_eq!(ok("1-5"), "MON,TUE,WED,THU,FRI");
+        assert_eq!(ok("0,6"), "SUN,SAT");
+        assert_eq!(ok("7"), "SUN");
+        assert_eq!(ok("5-7"), "SUN,FRI,SAT");
+        assert_eq!(ok("0-7"), "SUN,MON,TUE,WED,THU,FRI,SAT");
+        assert_eq!(ok("*/2"), "SUN,TUE,THU,SAT");
+        assert_eq!(ok("1-5/2"), "MON,WED,FRI");
+        assert_eq!(ok("mon,Fri"), "MON,FRI");
+        assert_eq!(ok("*"), "*");
+        for bad in ["8", "5-2", "x", "1/0"] {
+            assert!(crontab_weekdays(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_wall_time_the_clock_repeats_fires_once_then_not_again() {
+        // Europe/Berlin falls back at 03:00 CEST on 2026-10-25: 02:30 comes twice.
+        let berlin = TimeZone::parse("Europe/Berlin").unwrap();
+        let half_two = Calendar::parse("30 2 * * *", berlin).unwrap();
+        let after_first = at("2026-10-25T01:10:00Z"); // 02:10 CET, after 02:30 CEST
+        let next = half_two.next_after(after_first).unwrap();
+        assert!(next > after_first, "{next:?}");
+        let again = half_two.next_after(next).unwrap();
+        assert!(again > next);
+    }
+
+    #[test]
+    fn both_day_fields_restricted_is_refused() {
+        assert!(Calendar::parse("0 9 1 * 1", TimeZone::UTC).is_err());
+        assert!(
+            Calendar::parse("0 9 29 2 *", TimeZone::UTC).is_ok(),
+            "a leap day comes within five years"
+        );
     }
 
     #[test]

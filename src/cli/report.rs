@@ -66,7 +66,12 @@ pub async fn run(path: &Path, request: ReportRequest) -> ExitCode {
             eprintln!("error: --timezone: {e}");
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
-        None => config.as_ref().map_or(TimeZone::UTC, |c| c.timezone),
+        // Sent, it reads as the agent's own scheduled report does: in report.timezone.
+        None => match config.as_ref() {
+            Some(c) if request.send => c.report.as_ref().map_or(c.timezone, |r| r.timezone),
+            Some(c) => c.timezone,
+            None => TimeZone::UTC,
+        },
     };
     let costs = report::costs_by_probe(config.as_ref());
     let targets = report::targets_by_probe(config.as_ref());

@@ -42,6 +42,9 @@ pub(super) async fn deliver_digests(
         let next = calendar.next_after(due + Duration::from_millis(1));
         let mut attempts = 0;
         loop {
+            if cancel.is_cancelled() {
+                return;
+            }
             let store = cx.store.clone();
             let lookup = name.clone();
             let queued = match tokio::task::spawn_blocking(move || store.pending_batch(&lookup, MAX_DIGESTED))

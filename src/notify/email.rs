@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use lettre::address::Envelope;
 use lettre::message::{Mailbox, MultiPart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, CertificateStore, Tls, TlsParameters};
@@ -276,11 +277,57 @@ impl Mailer {
                 };
             }
         };
-        match self.transport.send(message).await {
-            Ok(_) => Delivery::Accepted,
-            Err(e) => verdict(&e),
+        // One transaction per recipient: a server that refuses one address (someone who
+        // left) ends the whole transaction, and the others would never get the page.
+        let raw = message.formatted();
+        let mut results = Vec::with_capacity(spec.to.len());
+        for to in &spec.to {
+            let envelope = match Envelope::new(Some(spec.from.email.clone()), vec![to.email.clone()]) {
+                Ok(e) => e,
+                Err(e) => {
+                    results.push((to, Delivery::Rejected { why: e.to_string() }));
+                    continue;
+                }
+            };
+            let result = match self.transport.send_raw(&envelope, &raw).await {
+                Ok(_) => Delivery::Accepted,
+                Err(e) => verdict(&e),
+            };
+            results.push((to, result));
         }
+        combined(results)
     }
+}
+
+/// One page's outcome from each recipient's: delivered if every recipient that can take
+/// it did (a refused address is logged, not a reason to keep the page from the rest);
+/// tried again if any failed for now (a retry may reach a recipient twice: at least
+/// once); refused if every recipient refused it.
+fn combined(results: Vec<(&Mailbox, Delivery)>) -> Delivery {
+    if let Some((to, Delivery::Retry { after, why })) =
+        results.iter().find(|(_, d)| matches!(d, Delivery::Retry { .. }))
+    {
+        return Delivery::Retry {
+            after: *after,
+            why: format!("to {}: {why}", to.email),
+        };
+    }
+    let refused: Vec<String> = results
+        .iter()
+        .filter_map(|(to, d)| match d {
+            Delivery::Rejected { why } => Some(format!("to {}: {why}", to.email)),
+            _ => None,
+        })
+        .collect();
+    if refused.len() == results.len() {
+        return Delivery::Rejected {
+            why: refused.join("; "),
+        };
+    }
+    for why in &refused {
+        tracing::warn!(error = %why, "A recipient refused the e-mail; the others got it.");
+    }
+    Delivery::Accepted
 }
 
 /// SMTP's own verdict: 5xx permanent, 4xx and a lost connection worth another try.

@@ -332,7 +332,13 @@ pub(super) fn merged_request(
             (url, body, taken)
         }
         ReceiverSpec::Wecom(spec) => {
-            let (m, taken) = Message::merged(pages, wecom::MAX_CONTENT_BYTES);
+            // A merge that wakes people goes as text, WeCom's smaller message.
+            let cap = if spec.mentions() && pages.iter().any(super::chat::wakes) {
+                wecom::MAX_TEXT_BYTES
+            } else {
+                wecom::MAX_CONTENT_BYTES
+            };
+            let (m, taken) = Message::merged(pages, cap);
             let (url, body) = wecom::request(url, spec, &m);
             (url, body, taken)
         }

@@ -4,7 +4,8 @@
 //! - the key in the URL is the credential (no signing); the URL is a secret.
 //! - markdown: `{"msgtype":"markdown","markdown":{"content":"..."}}`, at most 4096 bytes
 //!   of UTF-8; markdown messages mention nobody. Mentions need `text`:
-//!   `{"msgtype":"text","text":{"content","mentioned_mobile_list":[..,"@all"]}}`.
+//!   `{"msgtype":"text","text":{"content","mentioned_mobile_list":[..,"@all"]}}`, whose
+//!   content is at most 2048 bytes.
 //! - the answer is HTTP 200 whatever happened: `{"errcode":0,"errmsg":"ok"}` on success,
 //!   45009 when throttled (20 messages a minute), 93000 for an invalid key.
 //!
@@ -60,8 +61,19 @@ pub(crate) fn check(cx: &mut Diagnostics, keys: ReceiverKeys<'_, Keys>) -> Optio
 pub(super) const AFTER_TEST_PAGE: &str =
     "WeCom got one message; nothing expires it, `--resolve` sends the resolved one.";
 
-/// WeCom's cap on a message's content, in bytes.
+/// WeCom's cap on a markdown message's content, in bytes.
 pub(super) const MAX_CONTENT_BYTES: usize = 4096;
+
+/// WeCom's cap on a text message's content (the kind that mentions), in bytes.
+pub(super) const MAX_TEXT_BYTES: usize = 2048;
+
+impl Spec {
+    /// Whether a page that wakes people goes as text (WeCom mentions only there), and
+    /// so must fit [`MAX_TEXT_BYTES`].
+    pub(super) fn mentions(&self) -> bool {
+        self.at_all || !self.at_mobiles.is_empty()
+    }
+}
 
 pub(super) fn request(url: &str, spec: &Spec, message: &Message) -> (String, Value) {
     (url.to_owned(), message_body(spec, message))
@@ -83,7 +95,7 @@ fn message_body(spec: &Spec, m: &Message) -> Value {
         return json!({
             "msgtype": "text",
             "text": {
-                "content": chat::cut_bytes(&content, MAX_CONTENT_BYTES),
+                "content": chat::cut_bytes(&content, MAX_TEXT_BYTES),
                 "mentioned_mobile_list": mentioned,
             },
         });

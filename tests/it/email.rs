@@ -50,15 +50,24 @@ fn a_page_reaches_a_real_smtp_server_over_implicit_tls_and_starttls_with_auth() 
     assert!(!out.contains(PASSWORD), "{out}");
     for sink in [&implicit, &starttls] {
         let got = sink.messages();
-        assert_eq!(got.len(), 1, "one message each");
+        // One transaction per recipient, each message naming both in its To: header.
+        let envelopes: Vec<&serde_json::Value> = got.iter().map(|m| &m.envelope["to"]).collect();
+        assert_eq!(
+            envelopes,
+            [
+                &serde_json::json!(["oncall@example.com"]),
+                &serde_json::json!(["ml@example.com"])
+            ]
+        );
         let m = &got[0];
         let e = &m.envelope;
         assert_eq!(e["tls"], true, "{e}");
         assert_eq!(e["user"], USER, "logged in: {e}");
         assert_eq!(e["from"], "probes@example.com");
-        assert_eq!(
-            e["to"],
-            serde_json::json!(["oncall@example.com", "ml@example.com"])
+        let to = e["header_to"].as_str().unwrap();
+        assert!(
+            to.contains("oncall@example.com") && to.contains("Team ML <ml@example.com>"),
+            "{to}"
         );
         assert_eq!(e["content_type"], "multipart/alternative");
         let subject = e["subject"].as_str().unwrap();
@@ -133,7 +142,7 @@ fn a_relay_without_tls_takes_pages_when_the_config_says_so() {
     ));
     assert_eq!(code, Some(0), "{out}");
     wait_until("the relay has the page", Duration::from_secs(5), || {
-        plain.messages().len() == 1
+        plain.messages().len() == 2
     });
     assert_eq!(plain.messages()[0].envelope["tls"], false);
 }
@@ -150,7 +159,7 @@ fn test_alert_sends_a_digest_receiver_a_test_digest() {
     ));
     assert_eq!(code, Some(0), "{out}");
     wait_until("the digest arrived", Duration::from_secs(5), || {
-        plain.messages().len() == 1
+        plain.messages().len() == 2
     });
     let m = &plain.messages()[0].envelope;
     let subject = m["subject"].as_str().unwrap();
@@ -162,5 +171,35 @@ fn test_alert_sends_a_digest_receiver_a_test_digest() {
     assert!(
         text.contains("[TEST] inferprobe test alert") && text.contains("+08:00"),
         "{text}"
+    );
+}
+
+#[test]
+fn a_refused_recipient_does_not_keep_the_page_from_the_others() {
+    let Some(relay) = SmtpSink::refusing(Mode::Plain, None, None, &["gone@example.com"]) else {
+        return;
+    };
+    let url = format!("smtp://127.0.0.1:{}", relay.port);
+    let (code, out) = test_alert(&format!(
+        "  - name: team\n    kind: email\n    url: {url}\n    starttls: false\n    from: probes@example.com\n    to: [gone@example.com, oncall@example.com]\n\
+         \x20 - name: only-gone\n    kind: email\n    url: {url}\n    starttls: false\n    from: probes@example.com\n    to: gone@example.com\n"
+    ));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("team") && l.contains("accepted")),
+        "{out}"
+    );
+    let gone = out
+        .lines()
+        .find(|l| l.starts_with("only-gone"))
+        .unwrap_or_default();
+    assert!(gone.contains("REJECTED") && gone.contains("550"), "{out}");
+    wait_until("oncall has the page", Duration::from_secs(5), || {
+        relay.messages().len() == 1
+    });
+    assert_eq!(
+        relay.messages()[0].envelope["to"],
+        serde_json::json!(["oncall@example.com"])
     );
 }

@@ -8,15 +8,16 @@ use std::time::{Duration, Instant};
 use crate::support::smtp::{Mode, SmtpSink};
 use crate::support::*;
 
-/// Waits for `sink` to hold a message whose subject starts with `prefix`.
-fn wait_for_mail(sink: &SmtpSink, prefix: &str, within: Duration) -> serde_json::Value {
+/// Waits for `sink` to hold a message whose subject starts with `prefix` and ends with
+/// `suffix`.
+fn wait_for_mail(sink: &SmtpSink, prefix: &str, suffix: &str, within: Duration) -> serde_json::Value {
     let deadline = Instant::now() + within;
     loop {
         let got = sink.messages();
         if let Some(m) = got.iter().find(|m| {
             m.envelope["subject"]
                 .as_str()
-                .is_some_and(|s| s.starts_with(prefix))
+                .is_some_and(|s| s.starts_with(prefix) && s.ends_with(suffix))
         }) {
             return m.envelope.clone();
         }
@@ -27,6 +28,16 @@ fn wait_for_mail(sink: &SmtpSink, prefix: &str, within: Duration) -> serde_json:
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A robot's markdown summary of a report that has the probe in it (one sent before
+/// the first run reached the history has none).
+fn summarises_the_probe(r: &Received) -> bool {
+    let body = r.json();
+    body["msgtype"] == "markdown"
+        && body["markdown"]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("chat-health"))
 }
 
 #[test]
@@ -58,7 +69,12 @@ fn a_digest_and_the_weekly_report_arrive_by_smtp_on_their_schedules() {
 
     // The digest: the page waits for it, then one message says what fired and what is
     // still open, with the time in the agent's zone.
-    let digest = wait_for_mail(&mail, "inferprobe daily digest: 1 fired", Duration::from_secs(40));
+    let digest = wait_for_mail(
+        &mail,
+        "inferprobe daily digest: 1 fired",
+        "",
+        Duration::from_secs(40),
+    );
     assert_eq!(digest["to"], serde_json::json!(["oncall@example.com"]));
     let text = digest["text"].as_str().unwrap();
     assert!(
@@ -81,10 +97,14 @@ fn a_digest_and_the_weekly_report_arrive_by_smtp_on_their_schedules() {
     );
 
     // The report: the HTML to the managers, its verdict in the subject and the text.
-    let report = wait_for_mail(&mail, "inferprobe SLO report", Duration::from_secs(40));
+    // (One sent before the first run reached the history says `0 of 0 probes`.)
+    let report = wait_for_mail(
+        &mail,
+        "inferprobe SLO report",
+        "0 of 1 probes met their SLO",
+        Duration::from_secs(40),
+    );
     assert_eq!(report["to"], serde_json::json!(["managers@example.com"]));
-    let subject = report["subject"].as_str().unwrap();
-    assert!(subject.ends_with("0 of 1 probes met their SLO"), "{subject}");
     let html = report["html"].as_str().unwrap();
     assert!(
         html.contains("<svg") && html.contains("SLO NOT MET"),
@@ -96,17 +116,13 @@ fn a_digest_and_the_weekly_report_arrive_by_smtp_on_their_schedules() {
     assert!(text.contains("https://status.example.com/report.html"), "{text}");
     // The robot: the short summary as markdown, the link to the full report.
     wait_until("the robot has the summary", Duration::from_secs(10), || {
-        posts
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|r| r.json()["msgtype"] == "markdown")
+        posts.lock().unwrap().iter().any(summarises_the_probe)
     });
     let summary = posts
         .lock()
         .unwrap()
         .iter()
-        .find(|r| r.json()["msgtype"] == "markdown")
+        .find(|r| summarises_the_probe(r))
         .unwrap()
         .json();
     let content = summary["markdown"]["content"].as_str().unwrap();
@@ -133,7 +149,7 @@ fn report_send_needs_only_the_receivers_it_sends_to() {
              receivers:\n\
              \x20 - name: pager\n    kind: pagerduty\n    routing_key: ${{PAGERDUTY_KEY}}\n\
              \x20 - name: managers\n    kind: email\n    url: smtp://127.0.0.1:{}\n    starttls: false\n    from: probes@example.com\n    to: [\"${{REPORT_TO:-managers@example.com}}\"]\n\
-             report:\n  receivers: [managers]\n\
+             report:\n  receivers: [managers]\n  timezone: Asia/Shanghai\n\
              probes:\n  - name: chat\n    kind: openai_chat\n    url: ${{ENDPOINT}}/v1/chat/completions\n    model: m\n    slo: {{ttft_p95: 2s}}\n",
             mail.port
         ),
@@ -173,4 +189,6 @@ fn report_send_needs_only_the_receivers_it_sends_to() {
             .unwrap()
             .starts_with("inferprobe SLO report")
     );
+    // In report.timezone, as the agent's own scheduled report is.
+    assert!(m["html"].as_str().unwrap().contains("Asia/Shanghai"), "{m}");
 }

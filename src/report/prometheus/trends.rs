@@ -68,7 +68,10 @@ pub(super) async fn trends(
                 let mut by_bucket: BTreeMap<usize, Vector> = BTreeMap::new();
                 for (labels, points) in matrix {
                     for (t, v) in points {
-                        let at = UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0));
+                        // A time no clock can hold is a broken answer's, not a sample.
+                        let Some(at) = unix_time(t) else {
+                            continue;
+                        };
                         let ends = at.duration_since(since).unwrap_or_default().as_secs_f64() / b as f64;
                         let i = (ends.round() as usize).clamp(1, full) - 1;
                         by_bucket.entry(i).or_default().push((labels.clone(), v));
@@ -127,11 +130,15 @@ pub(super) async fn data_from(
         step.as_secs().max(1) * 2
     );
     let answer = prom.instant(&query, unix(until)).await?;
-    Ok(answer
-        .first()
-        .map(|(_, v)| *v)
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| UNIX_EPOCH + Duration::from_secs_f64(v)))
+    Ok(answer.first().and_then(|(_, v)| unix_time(*v)))
+}
+
+/// Prometheus's Unix seconds as a time; `None` for one no `SystemTime` holds (negative,
+/// infinite, NaN, past the year 292 billion), as a broken or hostile server may send.
+fn unix_time(seconds: f64) -> Option<SystemTime> {
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .and_then(|d| UNIX_EPOCH.checked_add(d))
 }
 
 #[cfg(test)]

@@ -63,6 +63,16 @@ impl SmtpSink {
     /// A server in `mode` (with `cert` for the TLS modes), requiring `auth` (user,
     /// password) if given; `None` (skipped) without aiosmtpd.
     pub fn start(mode: Mode, cert: Option<&Issued>, auth: Option<(&str, &str)>) -> Option<SmtpSink> {
+        SmtpSink::refusing(mode, cert, auth, &[])
+    }
+
+    /// As [`SmtpSink::start`], answering 550 to each of `refused` as a recipient.
+    pub fn refusing(
+        mode: Mode,
+        cert: Option<&Issued>,
+        auth: Option<(&str, &str)>,
+        refused: &[&str],
+    ) -> Option<SmtpSink> {
         let python = python()?;
         let dir = super::temp_dir("smtp-sink");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -92,6 +102,9 @@ impl SmtpSink {
         }
         if let Some((user, password)) = auth {
             cmd.args(["--user", user, "--password", password]);
+        }
+        for address in refused {
+            cmd.args(["--refuse", address]);
         }
         let mut child = cmd
             .stdout(Stdio::piped())

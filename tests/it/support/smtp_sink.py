@@ -2,7 +2,7 @@
 message it is given as a file, so a test reads exactly what a mail server received.
 
     smtp_sink.py --port P --dir D [--mode plain|starttls|implicit]
-                 [--cert C --key K] [--user U --password W]
+                 [--cert C --key K] [--user U --password W] [--refuse ADDRESS]...
 
 --mode starttls requires STARTTLS before MAIL; implicit speaks TLS from the first byte;
 with --user, AUTH (PLAIN or LOGIN, only over TLS unless plain) is required and checked.
@@ -34,9 +34,16 @@ def a_mode_tls(session):
 
 
 class Keep:
-    def __init__(self, directory):
+    def __init__(self, directory, refuse):
         self.directory = directory
+        self.refuse = refuse
         self.count = 0
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address in self.refuse:
+            return "550 5.1.1 No such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
         self.count += 1
@@ -87,6 +94,7 @@ def main():
     p.add_argument("--key")
     p.add_argument("--user")
     p.add_argument("--password")
+    p.add_argument("--refuse", action="append", default=[], help="a recipient to refuse (550)")
     a = p.parse_args()
     global IMPLICIT
     IMPLICIT = a.mode == "implicit"
@@ -114,7 +122,7 @@ def main():
     if a.mode == "starttls":
         smtp.update(tls_context=context, require_starttls=True)
     controller = Controller(
-        Keep(a.dir),
+        Keep(a.dir, a.refuse),
         hostname="127.0.0.1",
         port=a.port,
         ssl_context=context if a.mode == "implicit" else None,
