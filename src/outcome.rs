@@ -40,6 +40,15 @@ pub enum FailureReason {
     InvalidResponse,
     /// The response was valid but failed one of the probe's `expect` checks.
     Assertion,
+    /// A complete, fast answer that is wrong: a canary's known answer missed, a prompt's
+    /// own check or the answer's JSON Schema failed.
+    WrongAnswer,
+    /// The model was to call a declared tool and did not, or called it badly: no call,
+    /// arguments that are not JSON, an undeclared name, arguments against the schema.
+    InvalidToolCall,
+    /// An answer that should have been short ran to `max_tokens`, or loops on one phrase
+    /// (checked only where asked: canaries, `expect.stops`).
+    DegenerateOutput,
     /// The agent itself could not make the run: it was out of file descriptors
     /// (EMFILE/ENFILE) or memory. Not the endpoint's fault: kept out of the endpoint's
     /// availability and never a page about it.
@@ -47,7 +56,7 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 14] = [
+    pub const ALL: [FailureReason; 17] = [
         FailureReason::Dns,
         FailureReason::Connect,
         FailureReason::Tls,
@@ -61,6 +70,9 @@ impl FailureReason {
         FailureReason::EmptyOutput,
         FailureReason::InvalidResponse,
         FailureReason::Assertion,
+        FailureReason::WrongAnswer,
+        FailureReason::InvalidToolCall,
+        FailureReason::DegenerateOutput,
         FailureReason::AgentError,
     ];
 
@@ -80,6 +92,9 @@ impl FailureReason {
             FailureReason::EmptyOutput => "empty_output",
             FailureReason::InvalidResponse => "invalid_response",
             FailureReason::Assertion => "assertion",
+            FailureReason::WrongAnswer => "wrong_answer",
+            FailureReason::InvalidToolCall => "invalid_tool_call",
+            FailureReason::DegenerateOutput => "degenerate_output",
             FailureReason::AgentError => "agent_error",
         }
     }
@@ -99,7 +114,10 @@ impl FailureReason {
             FailureReason::Truncated => "the answer is cut off",
             FailureReason::EmptyOutput => "the answer is empty",
             FailureReason::InvalidResponse => "the response is malformed",
-            FailureReason::Assertion => "the answer fails its check",
+            FailureReason::Assertion => "the response fails its check",
+            FailureReason::WrongAnswer => "the answer is wrong",
+            FailureReason::InvalidToolCall => "the tool call is missing or malformed",
+            FailureReason::DegenerateOutput => "the answer never stops or loops",
             FailureReason::AgentError => "the agent itself is out of file descriptors or memory",
         }
     }

@@ -1,6 +1,6 @@
-//! What LLM and vision probes send, as the config names it: prompt sets, the built-in
-//! image catalogue and image files, and `kserve_v2` input tensors; the types and their
-//! checks. The bytes themselves are made by payload/ when a probe is built.
+//! What vision probes send, as the config names it: the built-in image catalogue and
+//! image files, and `kserve_v2` input tensors; the types and their checks (prompts are
+//! prompts.rs'). The bytes themselves are made by payload/ when a probe is built.
 
 use schemars::{Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Deserializer, Visitor};
@@ -18,45 +18,6 @@ use super::formats::{closed_set, schema_type};
 use super::positions::{closest, not_one_of, suggest};
 use super::values::file_message;
 use crate::probe::kinds::Kind;
-
-/// Prompt length buckets, by estimated tokens: short < 64, medium 64-256, long > 256.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PromptBucket {
-    Short,
-    Medium,
-    Long,
-}
-
-impl PromptBucket {
-    pub const ALL: [PromptBucket; 3] = [PromptBucket::Short, PromptBucket::Medium, PromptBucket::Long];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PromptBucket::Short => "short",
-            PromptBucket::Medium => "medium",
-            PromptBucket::Long => "long",
-        }
-    }
-
-    /// The bucket of a prompt of about `tokens` tokens.
-    pub fn for_tokens(tokens: usize) -> PromptBucket {
-        match tokens {
-            0..64 => PromptBucket::Short,
-            64..=256 => PromptBucket::Medium,
-            _ => PromptBucket::Long,
-        }
-    }
-}
-
-/// Where a probe's prompts come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Prompts {
-    /// Our built-in prompt sets, restricted to these buckets.
-    Builtin(Vec<PromptBucket>),
-    /// The user's own prompts (inline, or read from a file at load time).
-    Custom(Vec<String>),
-}
 
 /// How a built-in image is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -545,83 +506,6 @@ fn image_files(
     }
 }
 
-pub(super) fn prompts(
-    cx: &mut Diagnostics,
-    probe: Option<&str>,
-    prefix: &str,
-    kind: Kind,
-    raw: Option<RawPrompts>,
-) -> Option<Prompts> {
-    let key = format!("{prefix}.prompts");
-    let Some(raw) = raw else {
-        return Some(Prompts::Builtin(PromptBucket::ALL.to_vec()));
-    };
-    if !kind.is_llm() {
-        cx.error(probe, &key, "only for LLM kinds; use `body` for http");
-        return None;
-    }
-    let set = [raw.builtin.is_some(), raw.inline.is_some(), raw.file.is_some()];
-    if set.iter().filter(|s| **s).count() != 1 {
-        cx.error(probe, &key, "set exactly one of `builtin`, `inline` or `file`");
-        return None;
-    }
-    if let Some(mut buckets) = raw.builtin {
-        if buckets.is_empty() {
-            cx.error(
-                probe,
-                &format!("{key}.builtin"),
-                "name at least one of short, medium, long",
-            );
-            return None;
-        }
-        buckets.sort();
-        buckets.dedup();
-        return Some(Prompts::Builtin(buckets));
-    }
-    let (list, list_key) = if let Some(inline) = raw.inline {
-        (
-            inline,
-            if raw.plain {
-                key.clone()
-            } else {
-                format!("{key}.inline")
-            },
-        )
-    } else {
-        let file = raw.file.unwrap_or_default();
-        let path = cx.base_dir.join(&file);
-        match files::read_regular_text(&path, files::MAX_PROMPT_FILE_BYTES) {
-            Ok(text) => (split_prompt_file(&text), format!("{key}.file")),
-            Err(e) => {
-                cx.error(probe, &format!("{key}.file"), file_message(&file, &e));
-                return None;
-            }
-        }
-    };
-    let list: Vec<String> = list.into_iter().filter(|p| !p.trim().is_empty()).collect();
-    if list.is_empty() {
-        cx.error(probe, &list_key, "holds no prompt");
-        return None;
-    }
-    Some(Prompts::Custom(list))
-}
-
-/// A prompt file holds prompts separated by lines that contain only `---`.
-pub(super) fn split_prompt_file(text: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    for line in text.lines() {
-        if line.trim() == "---" {
-            out.push(String::new());
-        } else {
-            let cur = out.last_mut().expect("never empty");
-            if !cur.is_empty() {
-                cur.push('\n');
-            }
-            cur.push_str(line);
-        }
-    }
-    out.into_iter().map(|p| p.trim().to_owned()).collect()
-}
 /// Largest tensor we build from a config (elements), and image side for pixels.
 const MAX_TENSOR_ELEMENTS: i64 = 64 * 1024 * 1024;
 
@@ -668,7 +552,7 @@ impl<'de> Deserialize<'de> for RawImages {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ListOrMap {
             expecting: "a list of images (built-in names or files), or a mapping with `builtin` and/or `files`",
-            list: |list| RawImages {
+            list: |list: Vec<String>| RawImages {
                 list: Some(list),
                 ..RawImages::default()
             },
@@ -686,64 +570,20 @@ impl<'de> Deserialize<'de> for RawImages {
     }
 }
 
-/// `prompts:` as a mapping (`builtin`, `inline` or `file`) or a plain list of prompts,
-/// which is `inline`.
-#[derive(Debug, Default)]
-pub(super) struct RawPrompts {
-    pub(super) builtin: Option<Vec<PromptBucket>>,
-    pub(super) inline: Option<Vec<String>>,
-    pub(super) file: Option<String>,
-    /// Written as a plain list (so `inline`'s problems are the list's).
-    pub(super) plain: bool,
-}
-
-/// Prompts as a mapping: built-in buckets, your own prompts inline, or a file of them.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(rename = "PromptsMapping", transform = one_prompt_source)]
-pub(super) struct PromptsMap {
-    /// Built-in prompts by length bucket (short < 64 tokens, medium 64-256, long > 256),
-    /// rotated per run; the bucket is the `prompt_bucket` label.
-    builtin: Option<Vec<PromptBucket>>,
-    /// Your own prompts, rotated per run.
-    inline: Option<Vec<String>>,
-    /// A file of prompts separated by lines holding only `---`, relative to this file.
-    file: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for RawPrompts {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ListOrMap {
-            expecting: "a list of prompts, or a mapping with `builtin`, `inline` or `file`",
-            list: |list| RawPrompts {
-                inline: Some(list),
-                plain: true,
-                ..RawPrompts::default()
-            },
-            map: |m: PromptsMap| RawPrompts {
-                builtin: m.builtin,
-                inline: m.inline,
-                file: m.file,
-                plain: false,
-            },
-            shape: std::marker::PhantomData,
-        })
-    }
-}
-
-/// A key that takes a list of strings or a mapping `M`: each becomes the raw shape `T`.
+/// A key that takes a list of items `I` or a mapping `M`: each becomes the raw shape `T`.
 /// The mapping is read by `M`'s derived code, so unknown keys are reported as anywhere.
-struct ListOrMap<M, L, F> {
-    expecting: &'static str,
-    list: L,
-    map: F,
-    shape: std::marker::PhantomData<fn() -> M>,
+pub(super) struct ListOrMap<M, I, L, F> {
+    pub(super) expecting: &'static str,
+    pub(super) list: L,
+    pub(super) map: F,
+    pub(super) shape: std::marker::PhantomData<fn() -> (M, I)>,
 }
 
-impl<'de, T, M, L, F> Visitor<'de> for ListOrMap<M, L, F>
+impl<'de, T, M, I, L, F> Visitor<'de> for ListOrMap<M, I, L, F>
 where
     M: Deserialize<'de>,
-    L: FnOnce(Vec<String>) -> T,
+    I: Deserialize<'de>,
+    L: FnOnce(Vec<I>) -> T,
     F: FnOnce(M) -> T,
 {
     type Value = T;
@@ -751,7 +591,7 @@ where
         f.write_str(self.expecting)
     }
     fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
-        let list = Vec::<String>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        let list = Vec::<I>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
         Ok((self.list)(list))
     }
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
@@ -827,23 +667,6 @@ schema_type!(
     )
 );
 
-/// `prompts:` is a plain list (inline prompts) or a mapping: [`RawPrompts`]'s hand-written
-/// Deserialize, with the mapping's keys from [`PromptsMap`].
-impl JsonSchema for RawPrompts {
-    fn schema_name() -> Cow<'static, str> {
-        "Prompts".into()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        let map = generator.subschema_for::<PromptsMap>();
-        json_schema!({
-            "oneOf": [
-                {"type": "array", "items": {"type": "string"}, "description": "Your own prompts, rotated per run."},
-                map,
-            ],
-        })
-    }
-}
-
 /// `images:` is a plain list (built-in names or files) or a mapping: [`RawImages`]'s
 /// hand-written Deserialize, with the mapping's keys from [`ImagesMap`].
 impl JsonSchema for RawImages {
@@ -868,20 +691,8 @@ impl JsonSchema for RawImages {
 
 /// A mapping key set to something: the loader reads `key:` with no value as no key.
 /// `message` is what editors say when none of the keys is set.
-fn set(key: &str, message: &str) -> Value {
+pub(super) fn set(key: &str, message: &str) -> Value {
     json!({"required": [key], "properties": {key: {"not": {"type": "null"}}}, "errorMessage": message})
-}
-
-/// `prompts:` as a mapping names exactly one source (content.rs). Used as
-/// `#[schemars(transform)]`.
-pub(super) fn one_prompt_source(schema: &mut Schema) {
-    let message = "Set exactly one of `builtin`, `inline` or `file`.";
-    let sources = [
-        set("builtin", message),
-        set("inline", message),
-        set("file", message),
-    ];
-    schema.insert("oneOf".into(), json!(sources));
 }
 
 /// `images:` as a mapping names built-in images, files or both (content.rs). Used as

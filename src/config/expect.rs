@@ -7,6 +7,8 @@ use schemars::{JsonSchema, json_schema};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+pub use super::answer::Pattern;
+use super::answer::{AnswerSchema, pattern, schema};
 use super::diagnostics::Diagnostics;
 use super::formats::{closed_set, schema_type};
 use super::positions::closest;
@@ -33,6 +35,11 @@ pub struct Expect {
     pub matches: Option<Pattern>,
     /// ... and be valid JSON (for JSON-mode prompts).
     pub json: bool,
+    /// LLM kinds: the answer is JSON that validates against this schema.
+    pub schema: Option<AnswerSchema>,
+    /// LLM kinds: the answer ends by itself before `max_tokens` and does not loop on one
+    /// phrase (`degenerate_output`).
+    pub stops: bool,
     /// The response must name the configured model.
     pub model: bool,
     /// `kserve_v2`: output tensors that must be present.
@@ -42,19 +49,6 @@ pub struct Expect {
     /// `kserve_v2`: the predicted label (the value of a one-per-row output, or the index
     /// of the largest score).
     pub top_label: Option<String>,
-}
-
-/// A regular expression from the config, compared by its source.
-#[derive(Debug, Clone)]
-pub struct Pattern {
-    pub source: String,
-    pub regex: regex::Regex,
-}
-
-impl PartialEq for Pattern {
-    fn eq(&self, other: &Self) -> bool {
-        self.source == other.source
-    }
 }
 
 /// What a run must show to count as a success, beyond a complete, well-formed response.
@@ -82,6 +76,15 @@ pub(super) struct RawExpect {
     pub(super) matches: Option<String>,
     /// The body must be valid JSON.
     pub(super) json: Option<bool>,
+    /// LLM kinds: the answer must be JSON that validates against this JSON Schema
+    /// (2020-12 unless its `$schema` says another draft); a Markdown code fence around
+    /// it is allowed. A miss is `wrong_answer`, naming the failing place.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub(super) schema: Option<serde_json::Value>,
+    /// LLM kinds: the answer must end by itself before max_tokens and not loop on one
+    /// phrase, else `degenerate_output`. For prompts with short answers (canaries check
+    /// it on their own); an ordinary prompt may well use all its tokens.
+    pub(super) stops: Option<bool>,
     /// LLM kinds: the response must name the model asked for.
     pub(super) model: Option<bool>,
     /// kserve_v2: the response must have these output tensors.
@@ -201,19 +204,12 @@ pub(super) fn probe_expect(
         contains: raw_expect.contains,
         matches: raw_expect
             .matches
-            .and_then(|source| match regex::Regex::new(&source) {
-                Ok(regex) => Some(Pattern { source, regex }),
-                Err(e) => {
-                    let first = e.to_string().lines().last().unwrap_or_default().trim().to_owned();
-                    cx.error(
-                        p,
-                        &key("expect.matches"),
-                        format!("not a valid regular expression: {first}"),
-                    );
-                    None
-                }
-            }),
+            .and_then(|source| pattern(cx, p, &key("expect.matches"), source)),
         json: raw_expect.json.unwrap_or(false),
+        schema: raw_expect
+            .schema
+            .and_then(|source| schema(cx, p, &key("expect.schema"), source)),
+        stops: raw_expect.stops.unwrap_or(false),
         model: raw_expect.model.unwrap_or(false),
         outputs: raw_expect.outputs.unwrap_or_default(),
         output_shape: raw_expect.output_shape,
@@ -227,6 +223,12 @@ pub(super) fn probe_expect(
             }
         }),
     };
+    let only_llm = [("schema", expect.schema.is_some()), ("stops", expect.stops)];
+    for (name, set) in only_llm {
+        if set && not_llm {
+            cx.error(p, &key(&format!("expect.{name}")), "only for LLM kinds");
+        }
+    }
     let only_kserve = [
         ("outputs", !expect.outputs.is_empty()),
         ("output_shape", expect.output_shape.is_some()),

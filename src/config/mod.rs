@@ -37,6 +37,7 @@ use serde_yaml::Value;
 
 mod agent;
 mod alerting;
+mod answer;
 mod content;
 mod cost;
 mod defaults;
@@ -50,6 +51,7 @@ mod nesting;
 mod own_keys;
 mod positions;
 mod probe;
+mod prompts;
 mod receivers;
 mod remote_write;
 mod report_view;
@@ -69,9 +71,10 @@ pub use agent::{AgentConfig, HistoryConfig, MetricsDetail};
 pub use alerting::{
     AlertConfig, DEFAULT_FAILURE_THRESHOLD, DEFAULT_SUCCESS_THRESHOLD, RateLimited, Severity, Slo,
 };
+pub use answer::{AnswerCheck, AnswerSchema};
 pub use content::{
-    BUILTIN_IMAGES, BuiltinImage, ImageFormat, ImageSource, Images, PromptBucket, Prompts, Scene,
-    TENSOR_DATATYPES, TensorData, TensorInput, Upload,
+    BUILTIN_IMAGES, BuiltinImage, ImageFormat, ImageSource, Images, Scene, TENSOR_DATATYPES, TensorData,
+    TensorInput, Upload,
 };
 pub(crate) use content::{RawInput, tensor_input};
 pub use cost::{Cost, DEFAULT_CURRENCY, TokenBudget};
@@ -86,6 +89,7 @@ pub use positions::PositionIndex;
 pub(crate) use positions::closest;
 pub(crate) use probe::{Common, KindKeys};
 pub use probe::{ProbeConfig, Schedule, display_url};
+pub use prompts::{CustomPrompt, PromptBucket, Prompts};
 pub use receivers::ReceiverConfig;
 pub(crate) use receivers::{ReceiverCommon, ReceiverKeys};
 pub use remote_write::RemoteWriteConfig;

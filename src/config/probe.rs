@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::agent::{MetricsDetail, RawMetrics};
 use super::alerting::{AlertConfig, Slo};
 use super::alerting::{RawAlert, RawSlo, alert, slo};
-use super::content::{Images, Prompts, RawImages, RawPrompts, images, prompts};
+use super::content::{Images, RawImages, images};
 use super::cost::{Cost, TokenBudget};
 use super::cost::{RawBudget, RawCost, probe_budget, probe_cost};
 use super::defaults::{
@@ -30,6 +30,7 @@ use super::expect::Expect;
 use super::expect::{RawExpect, probe_expect};
 use super::formats::{Duration as DurationText, Name};
 use super::own_keys::split_own_keys;
+use super::prompts::{Prompts, RawPrompts, prompts};
 use super::routes::{ProbeFacts, Routes};
 use super::sharing::Sections;
 use super::tls::TlsConfig;

@@ -6,19 +6,37 @@
 //! length: prefill time grows with the prompt, and a regression often shows only on long
 //! prompts.
 
+pub mod canaries;
 pub mod images;
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::config::{PromptBucket, Prompts};
+use crate::config::{AnswerCheck, PromptBucket, Prompts};
+use canaries::{CANARIES, Canary};
 
-/// One prompt and the length bucket it belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One prompt, the length bucket it belongs to, and what its answer must be, if known.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Prompt {
     /// Built-in prompts are borrowed, not copied per probe: 10,000 probes share one set.
     pub text: Cow<'static, str>,
     pub bucket: PromptBucket,
+    pub answer: Option<Answer>,
+}
+
+impl Prompt {
+    /// Sent at temperature 0: an answer that is checked must not depend on sampling.
+    pub fn deterministic(&self) -> bool {
+        self.answer.is_some()
+    }
+}
+
+/// What a prompt's answer must be: a canary's known answer, or the user's own check.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Canary(&'static Canary),
+    Checked(Arc<AnswerCheck>),
 }
 
 /// A probe's prompts, handed out round-robin.
@@ -31,15 +49,22 @@ pub struct PromptSet {
 impl PromptSet {
     pub fn new(source: &Prompts) -> Self {
         let prompts = match source {
-            Prompts::Builtin(buckets) => builtin_prompts()
-                .into_iter()
-                .filter(|p| buckets.contains(&p.bucket))
-                .collect(),
+            Prompts::Builtin { buckets, canaries } => {
+                let mut list: Vec<Prompt> = builtin_prompts()
+                    .into_iter()
+                    .filter(|p| buckets.contains(&p.bucket))
+                    .collect();
+                if *canaries {
+                    list = interleave(list, canary_prompts());
+                }
+                list
+            }
             Prompts::Custom(list) => list
                 .iter()
-                .map(|text| Prompt {
-                    bucket: PromptBucket::for_tokens(estimate_tokens(text)),
-                    text: Cow::Owned(text.clone()),
+                .map(|p| Prompt {
+                    bucket: PromptBucket::for_tokens(estimate_tokens(&p.text)),
+                    text: Cow::Owned(p.text.clone()),
+                    answer: p.expect.clone().map(Answer::Checked),
                 })
                 .collect(),
         };
@@ -79,6 +104,30 @@ pub fn estimate_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
 
+/// The canaries as prompts: short, with their known answers.
+fn canary_prompts() -> Vec<Prompt> {
+    CANARIES
+        .iter()
+        .map(|c| Prompt {
+            text: Cow::Borrowed(c.question),
+            bucket: PromptBucket::Short,
+            answer: Some(Answer::Canary(c)),
+        })
+        .collect()
+}
+
+/// `a` and `b` taken in turn, so a probe with both sees each within a few runs.
+fn interleave(a: Vec<Prompt>, b: Vec<Prompt>) -> Vec<Prompt> {
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    let mut out = Vec::new();
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return out,
+            (x, y) => out.extend(x.into_iter().chain(y)),
+        }
+    }
+}
+
 /// Our own prompt sets: the kinds of questions people send to assistants, at three
 /// lengths. Written for inferprobe; no third-party text.
 pub fn builtin_prompts() -> Vec<Prompt> {
@@ -97,6 +146,7 @@ pub fn builtin_prompts() -> Vec<Prompt> {
                 out.push(Prompt {
                     text: Cow::Borrowed(text),
                     bucket,
+                    answer: None,
                 });
             }
         }
@@ -208,17 +258,42 @@ mod tests {
 
     #[test]
     fn a_restricted_builtin_set_has_only_those_buckets() {
-        let set = PromptSet::new(&Prompts::Builtin(vec![PromptBucket::Long]));
+        let set = PromptSet::new(&Prompts::Builtin {
+            buckets: vec![PromptBucket::Long],
+            canaries: false,
+        });
         assert!(!set.is_empty());
         for _ in 0..set.len() {
             assert_eq!(set.next().bucket, PromptBucket::Long);
+            assert!(set.next().answer.is_none());
         }
+    }
+
+    #[test]
+    fn canaries_alone_or_taken_in_turn_with_a_bucket() {
+        let only = PromptSet::new(&Prompts::Builtin {
+            buckets: vec![],
+            canaries: true,
+        });
+        assert_eq!(only.len(), CANARIES.len());
+        assert!(
+            only.prompts()
+                .iter()
+                .all(|p| p.deterministic() && p.bucket == PromptBucket::Short)
+        );
+        let mixed = PromptSet::new(&Prompts::Builtin {
+            buckets: vec![PromptBucket::Medium],
+            canaries: true,
+        });
+        let checked: Vec<bool> = mixed.prompts().iter().map(Prompt::deterministic).collect();
+        assert_eq!(&checked[..4], &[false, true, false, true]);
+        assert_eq!(checked.iter().filter(|c| **c).count(), CANARIES.len());
     }
 
     #[test]
     fn custom_prompts_are_bucketed_by_estimated_length() {
         let long = "word ".repeat(400);
-        let set = PromptSet::new(&Prompts::Custom(vec!["hi".into(), long]));
+        let set = PromptSet::new(&Prompts::Custom(vec!["hi".into(), long.as_str().into()]));
         assert_eq!(set.next().bucket, PromptBucket::Short);
         assert_eq!(set.next().bucket, PromptBucket::Long);
     }

@@ -19,22 +19,19 @@ use std::sync::Arc;
 use super::endpoint;
 use super::framing::Event;
 use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
+use super::tools::{Tool, ToolCallDelta};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Diagnostics, KindKeys, ProbeConfig};
+use crate::config::ProbeConfig;
 use crate::outcome::{Failure, FailureReason, Observation};
 
-/// `anthropic` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
-/// others.
+/// `anthropic` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and
+/// tools.
 pub type Spec = GenerationSpec;
 
-/// An LLM kind with no keys of its own: its prompts, `max_tokens` and images are
-/// every probe's keys, checked before.
-pub(crate) use crate::config::NoKeys as Keys;
-
-pub(crate) fn check(_: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
-    GenerationSpec::from_common(keys.common)
-}
+/// `tools` (sent as `{name, description, input_schema}`) and `tool_call`.
+pub(crate) use super::tools::ToolKeys as Keys;
+pub(crate) use super::tools::check_tool_keys as check;
 
 pub struct AnthropicProbe {
     generation: Generation,
@@ -84,6 +81,11 @@ impl Probe for AnthropicProbe {
                 role: "user",
                 content,
             }],
+            temperature: prompt.deterministic().then_some(0.0),
+            tools: g
+                .tools
+                .as_ref()
+                .map(|t| t.tools.iter().map(Tool::anthropic_json).collect()),
             stream: true,
         })
         .expect("plain structs serialize");
@@ -110,6 +112,11 @@ struct Request<'a> {
     model: &'a str,
     max_tokens: u32,
     messages: [Message<'a>; 1],
+    /// 0 for a prompt whose answer is checked; else the server's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<serde_json::Value>>,
     stream: bool,
 }
 
@@ -150,6 +157,19 @@ struct StreamEvent {
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
     message: Option<StartedMessage>,
+    /// content_block_start/delta: which block (a tool_use block is one call).
+    index: Option<u64>,
+    content_block: Option<ContentBlock>,
+}
+
+/// `content_block_start`'s block: a `tool_use` block opens a call (its input then comes
+/// as `input_json_delta` pieces).
+#[derive(Deserialize)]
+struct ContentBlock {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -227,6 +247,15 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
             if let Some(d) = e.delta {
                 match d.kind.as_deref() {
                     Some("text_delta") => facts.text = d.text.unwrap_or_default(),
+                    Some("input_json_delta") => {
+                        let piece = d.partial_json.unwrap_or_default();
+                        facts.other_output = !piece.is_empty();
+                        facts.tool_calls.push(ToolCallDelta {
+                            index: Some(e.index.unwrap_or(0)),
+                            arguments: piece,
+                            ..ToolCallDelta::default()
+                        });
+                    }
                     _ => {
                         let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
                         facts.other_output = nonempty(&d.thinking) || nonempty(&d.partial_json);
@@ -248,6 +277,17 @@ pub(crate) fn parse_event(event: &Event) -> Result<EventFacts, Failure> {
                 .and_then(|r| normalize_finish_reason(&r));
         }
         "message_stop" => facts.done = true,
+        "content_block_start" => {
+            if let Some(block) = e.content_block.filter(|b| b.kind.as_deref() == Some("tool_use")) {
+                facts.other_output = true;
+                facts.tool_calls.push(ToolCallDelta {
+                    index: Some(e.index.unwrap_or(0)),
+                    id: block.id,
+                    name: Some(block.name.unwrap_or_default()),
+                    ..ToolCallDelta::default()
+                });
+            }
+        }
         // content_block_start/stop, ping, and types added later.
         _ => {}
     }
@@ -262,7 +302,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::probe::dialect::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply, Stop};
 
     /// `POST /v1/messages`.
     pub struct Messages;
@@ -298,14 +338,51 @@ pub(crate) mod simulator {
         }
 
         fn finish(&self, reply: &Reply, n: u32, _elapsed: Duration) -> Vec<String> {
-            vec![
-                reply.frame(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": 0})),
-                reply.frame(
-                    Some("message_delta"),
-                    &json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null}, "usage": {"output_tokens": n}}),
+            let stop_reason = match reply.stop {
+                Stop::Limit => "max_tokens",
+                Stop::EndOfAnswer => "end_turn",
+                Stop::ToolCall => "tool_use",
+            };
+            // After a tool call the text block was closed before the tool's block opened.
+            let text_open = reply.stop != Stop::ToolCall;
+            text_open
+                .then(|| reply.frame(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": 0})))
+                .into_iter()
+                .chain([
+                    reply.frame(
+                        Some("message_delta"),
+                        &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": n}}),
+                    ),
+                    reply.frame(Some("message_stop"), &json!({"type": "message_stop"})),
+                ])
+                .collect()
+        }
+
+        /// The (empty) text block closes; a `tool_use` block opens at index 1, its input
+        /// comes as `input_json_delta` pieces, and it closes.
+        fn tool_call(&self, reply: &Reply, name: &str, pieces: &[String]) -> Vec<String> {
+            let event = |kind: &str, data: serde_json::Value| reply.frame(Some(kind), &data);
+            let mut out = vec![
+                event(
+                    "content_block_stop",
+                    json!({"type": "content_block_stop", "index": 0}),
                 ),
-                reply.frame(Some("message_stop"), &json!({"type": "message_stop"})),
-            ]
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_sim", "name": name, "input": {}}}),
+                ),
+            ];
+            out.extend(pieces.iter().map(|p| {
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": p}}),
+                )
+            }));
+            out.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 1}),
+            ));
+            out
         }
 
         fn in_band_error(&self, reply: &Reply) -> Vec<String> {

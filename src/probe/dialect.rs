@@ -48,6 +48,12 @@ pub trait Dialect: Sync {
         }
     }
 
+    /// One tool call, its arguments' JSON text in `pieces`, in this protocol's messages
+    /// (protocols without tools write nothing: the reply is text).
+    fn tool_call(&self, _reply: &Reply, _name: &str, _pieces: &[String]) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The end of a stream that generated nothing.
     fn empty_end(&self, reply: &Reply) -> Vec<String> {
         self.finish(reply, 0, Duration::ZERO)
@@ -66,6 +72,30 @@ pub struct Reply<'a> {
     pub include_usage: bool,
     /// The dialect's [`Dialect::ndjson`].
     pub(crate) ndjson: bool,
+    /// Why the generation ends, as the finish messages say.
+    pub stop: Stop,
+}
+
+/// Why a simulated generation ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// At the request's output cap (or the script's token count).
+    Limit,
+    /// The answer was complete: the model's end of sequence.
+    EndOfAnswer,
+    /// After a tool call.
+    ToolCall,
+}
+
+impl Stop {
+    /// OpenAI's and Ollama's finish reason.
+    pub fn openai(self) -> &'static str {
+        match self {
+            Stop::Limit => "length",
+            Stop::EndOfAnswer => "stop",
+            Stop::ToolCall => "tool_calls",
+        }
+    }
 }
 
 impl Reply<'_> {

@@ -347,7 +347,7 @@ pub(crate) fn json_error_message(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-fn one_line(s: &str, max_chars: usize) -> String {
+pub(crate) fn one_line(s: &str, max_chars: usize) -> String {
     let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     crate::human::shorten(&flat, max_chars)
 }
@@ -405,16 +405,18 @@ pub(crate) fn timeout_failure(
 }
 
 /// The `expect` checks on a complete response. `any_output` counts reasoning and tool
-/// output too; `contains` looks at the answer text only.
+/// output too; `contains` looks at the answer text only. A miss of `contains`, `matches`
+/// or `json` is `content`: `wrong_answer` for a model's answer, `assertion` for a body.
 pub(crate) fn check_output(
     expect: &Expect,
     text: &str,
     any_output: bool,
     tokens: Option<u64>,
+    content: FailureReason,
 ) -> Result<(), Failure> {
     let assertion = |what: String| {
         Err(Failure::new(
-            FailureReason::Assertion,
+            content,
             format!("{what}; it starts {:?}", one_line(text, 80)),
         ))
     };
@@ -577,8 +579,8 @@ mod tests {
             }),
             ..Expect::default()
         };
-        assert!(check_output(&expect, "Open 24h", true, None).is_ok());
-        let f = check_output(&expect, "closed", true, None).unwrap_err();
+        assert!(check_output(&expect, "Open 24h", true, None, FailureReason::Assertion).is_ok());
+        let f = check_output(&expect, "closed", true, None, FailureReason::Assertion).unwrap_err();
         assert_eq!(f.reason, FailureReason::Assertion);
         assert!(f.message.contains("/(?i)^open/"), "{}", f.message);
 
@@ -586,9 +588,11 @@ mod tests {
             json: true,
             ..Expect::default()
         };
-        assert!(check_output(&json, " {\"answer\": 4} ", true, None).is_ok());
+        assert!(check_output(&json, " {\"answer\": 4} ", true, None, FailureReason::Assertion).is_ok());
         assert_eq!(
-            check_output(&json, "{answer: 4", true, None).unwrap_err().reason,
+            check_output(&json, "{answer: 4", true, None, FailureReason::Assertion)
+                .unwrap_err()
+                .reason,
             FailureReason::Assertion
         );
     }
@@ -610,17 +614,23 @@ mod tests {
             ..Expect::default()
         };
         assert_eq!(
-            check_output(&expect, "", false, Some(0)).unwrap_err().reason,
+            check_output(&expect, "", false, Some(0), FailureReason::Assertion)
+                .unwrap_err()
+                .reason,
             FailureReason::EmptyOutput
         );
         assert_eq!(
-            check_output(&expect, "Paris", true, Some(1)).unwrap_err().reason,
+            check_output(&expect, "Paris", true, Some(1), FailureReason::Assertion)
+                .unwrap_err()
+                .reason,
             FailureReason::Assertion
         );
         assert_eq!(
-            check_output(&expect, "Lyon", true, Some(3)).unwrap_err().reason,
+            check_output(&expect, "Lyon", true, Some(3), FailureReason::Assertion)
+                .unwrap_err()
+                .reason,
             FailureReason::Assertion
         );
-        assert!(check_output(&expect, "It is Paris.", true, Some(3)).is_ok());
+        assert!(check_output(&expect, "It is Paris.", true, Some(3), FailureReason::Assertion).is_ok());
     }
 }

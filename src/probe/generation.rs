@@ -13,8 +13,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::answer::{Answered, check_answer, check_schema};
 use super::endpoint::{Endpoint, check_output, timeout_failure};
 use super::framing::{Decoder, Event};
+use super::structured::ResponseFormat;
+use super::tools::{ToolCallDelta, ToolCalls, ToolSpec, check_tool_calls};
 use super::{BuildContext, BuildError, RunContext, RunLimits};
 use crate::config::{Common, Expect, Images, ProbeConfig, Prompts};
 use crate::net::{BodyError, BodyStream, ResponseStream};
@@ -43,6 +46,10 @@ pub struct GenerationSpec {
     pub prompts: Prompts,
     pub max_tokens: u32,
     pub images: Option<Images>,
+    /// The kinds whose protocol has tools: the functions offered, and the call expected.
+    pub tools: Option<ToolSpec>,
+    /// OpenAI kinds: the answer's format asked for (and checked, with a schema).
+    pub response_format: Option<ResponseFormat>,
 }
 
 impl GenerationSpec {
@@ -53,6 +60,8 @@ impl GenerationSpec {
             prompts: common.prompts?,
             max_tokens: common.max_tokens,
             images: common.images,
+            tools: None,
+            response_format: None,
         })
     }
 }
@@ -65,6 +74,8 @@ pub(crate) struct Generation {
     pub max_tokens: u32,
     pub prompts: PromptSet,
     pub images: Option<ImageSet>,
+    pub tools: Option<ToolSpec>,
+    pub response_format: Option<ResponseFormat>,
 }
 
 impl Generation {
@@ -84,6 +95,8 @@ impl Generation {
                 .as_ref()
                 .map(|images| ImageSet::build(images, &cx.images))
                 .transpose()?,
+            tools: spec.tools.clone(),
+            response_format: spec.response_format.clone(),
         })
     }
 
@@ -150,17 +163,40 @@ impl Generation {
         let body_end = response.body.finish(grace).await;
         obs.bytes_received = response.body.received();
         obs.finish_reason = streamed.finish_reason.clone();
+        let expect = self.endpoint.expect();
+        let answered = Answered {
+            text: &streamed.text,
+            finish_reason: streamed.finish_reason.as_deref(),
+            max_tokens: self.max_tokens,
+        };
         obs.result = check_complete(protocol, &streamed, body_end)
             .and_then(|()| {
                 check_output(
-                    self.endpoint.expect(),
+                    expect,
                     &streamed.text,
                     streamed.content_events > 0,
                     obs.output_tokens,
+                    FailureReason::WrongAnswer,
                 )
             })
-            .and_then(|()| check_finish_reason(self.endpoint.expect(), streamed.finish_reason.as_deref()))
-            .and_then(|()| check_model(self.endpoint.expect(), &self.model, streamed.model.as_deref()));
+            .and_then(|()| check_finish_reason(expect, streamed.finish_reason.as_deref()))
+            .and_then(|()| check_model(expect, &self.model, streamed.model.as_deref()))
+            .and_then(|()| match &self.tools {
+                Some(tools) => check_tool_calls(tools, &streamed.tool_calls, &streamed.text),
+                None => Ok(()),
+            })
+            .and_then(
+                |()| match self.response_format.as_ref().and_then(ResponseFormat::schema) {
+                    Some(schema) => check_schema(schema, &streamed.text).map_err(|what| {
+                        Failure::new(
+                            FailureReason::WrongAnswer,
+                            format!("{what}, with the schema asked for in response_format"),
+                        )
+                    }),
+                    None => Ok(()),
+                },
+            )
+            .and_then(|()| check_answer(prompt, expect, answered));
         self.endpoint.redact(&mut obs);
         obs
     }
@@ -315,6 +351,8 @@ pub(crate) struct EventFacts {
     pub server_reported: Vec<(&'static str, std::time::Duration)>,
     /// The model the server says answered, where the protocol names it.
     pub model: Option<String>,
+    /// Pieces of tool calls (each also makes `other_output`).
+    pub tool_calls: Vec<ToolCallDelta>,
 }
 
 /// Checks the content type of a streamed response before reading it.
@@ -349,6 +387,8 @@ pub(crate) struct Streamed {
     pub finish_reason: Option<String>,
     /// An event carried a refusal.
     pub refused: bool,
+    /// The tool calls, put together.
+    pub tool_calls: ToolCalls,
     text_capped: bool,
 }
 
@@ -475,6 +515,9 @@ async fn read_events(
                 out.finish_reason = facts.finish_reason;
             }
             out.refused |= facts.refusal;
+            for delta in facts.tool_calls {
+                out.tool_calls.push(delta);
+            }
             obs.server_reported.extend(facts.server_reported);
             if out.model.is_none() {
                 out.model = facts.model;

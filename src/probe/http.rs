@@ -148,7 +148,13 @@ impl Probe for HttpProbe {
         obs.bytes_received = response.body.received();
         obs.result = result.and_then(|kept| {
             let text = String::from_utf8_lossy(&kept);
-            endpoint::check_output(self.endpoint.expect(), &text, obs.bytes_received > 0, None)
+            endpoint::check_output(
+                self.endpoint.expect(),
+                &text,
+                obs.bytes_received > 0,
+                None,
+                FailureReason::Assertion,
+            )
         });
         self.endpoint.redact(&mut obs);
         obs

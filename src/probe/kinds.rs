@@ -129,6 +129,21 @@ impl Kind {
         }
     }
 
+    /// Kinds whose server puts the prompt into the model's chat template (so a chat
+    /// question, such as a canary, reaches an instruction-tuned model as one).
+    pub fn applies_chat_template(self) -> bool {
+        match self {
+            Kind::OpenAiChat | Kind::OpenAiResponses | Kind::Ollama | Kind::Anthropic => true,
+            Kind::OpenAiCompletions
+            | Kind::Tgi
+            | Kind::LlamaCpp
+            | Kind::KserveV2
+            | Kind::KserveV2Grpc
+            | Kind::GrpcHealth
+            | Kind::Http => false,
+        }
+    }
+
     /// Kinds whose request names a model, so `model` is required.
     pub fn needs_model(self) -> bool {
         match self {
@@ -269,7 +284,8 @@ impl KindList for Kind {
 
     fn keys(self) -> KeysOf {
         match self {
-            Kind::OpenAiChat | Kind::OpenAiCompletions => KeysOf::of::<openai::Keys>(),
+            Kind::OpenAiChat => KeysOf::of::<openai::ChatKeys>(),
+            Kind::OpenAiCompletions => KeysOf::of::<openai::Keys>(),
             Kind::OpenAiResponses => KeysOf::of::<openai_responses::Keys>(),
             Kind::Ollama => KeysOf::of::<ollama::Keys>(),
             Kind::Tgi => KeysOf::of::<tgi::Keys>(),
@@ -292,9 +308,8 @@ impl KindList for Kind {
 /// its kind's own check. Errors go to `cx`, positioned; `None` when there were any.
 pub(crate) fn check_spec(cx: &mut Diagnostics, common: Common<'_>, own: Value) -> Option<KindSpec> {
     match common.kind {
-        Kind::OpenAiChat | Kind::OpenAiCompletions => {
-            run(cx, common, own, openai::check).map(KindSpec::OpenAi)
-        }
+        Kind::OpenAiChat => run(cx, common, own, openai::check_chat).map(KindSpec::OpenAi),
+        Kind::OpenAiCompletions => run(cx, common, own, openai::check).map(KindSpec::OpenAi),
         Kind::OpenAiResponses => run(cx, common, own, openai_responses::check).map(KindSpec::OpenAiResponses),
         Kind::Ollama => run(cx, common, own, ollama::check).map(KindSpec::Ollama),
         Kind::Tgi => run(cx, common, own, tgi::check).map(KindSpec::Tgi),

@@ -60,6 +60,7 @@ impl Probe for LlamaCppProbe {
         let body = serde_json::to_vec(&Request {
             prompt: &prompt.text,
             n_predict: self.generation.max_tokens,
+            temperature: prompt.deterministic().then_some(0.0),
             stream: true,
         })
         .expect("plain structs serialize");
@@ -86,6 +87,9 @@ const PROTOCOL: Protocol = Protocol {
 struct Request<'a> {
     prompt: &'a str,
     n_predict: u32,
+    /// 0 for a prompt whose answer is checked; else the server's default (0.8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
     stream: bool,
 }
 
@@ -178,7 +182,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::probe::dialect::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply, Stop};
 
     /// `POST /completion`.
     pub struct Completion;
@@ -206,7 +210,7 @@ pub(crate) mod simulator {
             vec![reply.frame(
                 None,
                 &json!({"index": 0, "content": "", "tokens": [], "id_slot": 0, "stop": true, "model": reply.model,
-                    "tokens_predicted": n, "tokens_evaluated": 24, "truncated": false, "stop_type": "limit", "stopping_word": "",
+                    "tokens_predicted": n, "tokens_evaluated": 24, "truncated": false, "stop_type": if reply.stop == Stop::Limit { "limit" } else { "eos" }, "stopping_word": "",
                     "timings": {"prompt_n": 24, "prompt_ms": ms / 4.0, "predicted_n": n, "predicted_ms": ms / 2.0}}),
             )]
         }

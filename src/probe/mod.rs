@@ -10,6 +10,7 @@
 //! into an [`Outcome`]. Probes import config, outcome, net, payload, redact and human
 //! (ARCHITECTURE.md's rooms table, held by tests/it/architecture.rs).
 
+mod answer;
 pub mod anthropic;
 pub mod dialect;
 mod endpoint;
@@ -25,8 +26,10 @@ pub mod llamacpp;
 pub mod ollama;
 pub mod openai;
 pub mod openai_responses;
+pub(crate) mod structured;
 pub(crate) mod tensors;
 pub mod tgi;
+pub(crate) mod tools;
 pub mod trace;
 
 use std::sync::Arc;

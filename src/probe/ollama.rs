@@ -19,22 +19,37 @@ use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
 use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
+use super::tools::{self, Tool, ToolCallDelta};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Diagnostics, KindKeys, ProbeConfig};
 use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::Prompt;
 use crate::payload::images::Image;
 
-/// `ollama` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and no
-/// others.
+/// `ollama` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and
+/// tools (on /api/chat).
 pub type Spec = GenerationSpec;
 
-/// An LLM kind with no keys of its own: its prompts, `max_tokens` and images are
-/// every probe's keys, checked before.
-pub(crate) use crate::config::NoKeys as Keys;
+/// `tools` (sent as OpenAI writes them) and `tool_call`.
+pub(crate) use super::tools::ToolKeys as Keys;
 
-pub(crate) fn check(_: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
-    GenerationSpec::from_common(keys.common)
+pub(crate) fn check(cx: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
+    let generate = keys.common.url.is_some_and(|u| is_generate(u.path()));
+    if generate && keys.own.tools.is_some() {
+        keys.error(
+            cx,
+            "tools",
+            "only on /api/chat: /api/generate takes a bare prompt",
+        );
+        return None;
+    }
+    tools::check_tool_keys(cx, keys)
+}
+
+/// `/api/generate` (a bare prompt) rather than `/api/chat` (messages).
+fn is_generate(path: &str) -> bool {
+    path.trim_end_matches('/').ends_with("/api/generate")
 }
 
 pub struct OllamaProbe {
@@ -52,17 +67,19 @@ impl OllamaProbe {
                 cx,
                 &[(http::header::CONTENT_TYPE, "application/json")],
             )?,
-            generate: config.url.path().trim_end_matches('/').ends_with("/api/generate"),
+            generate: is_generate(config.url.path()),
         })
     }
 
-    fn request_body(&self, prompt: &str, images: &[Arc<Image>]) -> Bytes {
+    fn request_body(&self, prompt: &Prompt, images: &[Arc<Image>]) -> Bytes {
         let g = &self.generation;
         // Ollama takes raw base64, without a data: prefix.
         let images: Vec<&str> = images.iter().map(|i| &*i.base64).collect();
         let options = Options {
             num_predict: g.max_tokens,
+            temperature: prompt.deterministic().then_some(0.0),
         };
+        let prompt = &*prompt.text;
         let body = if self.generate {
             serde_json::to_vec(&GenerateRequest {
                 model: &g.model,
@@ -79,6 +96,10 @@ impl OllamaProbe {
                     content: prompt,
                     images,
                 }],
+                tools: g
+                    .tools
+                    .as_ref()
+                    .map(|t| t.tools.iter().map(Tool::openai_json).collect()),
                 stream: true,
                 options,
             })
@@ -90,7 +111,7 @@ impl OllamaProbe {
 impl Probe for OllamaProbe {
     async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
-        let body = self.request_body(&prompt.text, &images);
+        let body = self.request_body(prompt, &images);
         self.generation
             .run(limits, body, (prompt, &images), &PROTOCOL, parse_line)
             .await
@@ -108,6 +129,8 @@ const PROTOCOL: Protocol = Protocol {
 struct ChatRequest<'a> {
     model: &'a str,
     messages: [Message<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<serde_json::Value>>,
     stream: bool,
     options: Options,
 }
@@ -133,6 +156,9 @@ struct GenerateRequest<'a> {
 #[derive(Serialize, Clone, Copy)]
 struct Options {
     num_predict: u32,
+    /// 0 for a prompt whose answer is checked; else the model's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
 }
 
 #[derive(Deserialize)]
@@ -161,7 +187,23 @@ struct Line {
 struct LineMessage {
     content: Option<String>,
     thinking: Option<String>,
-    tool_calls: Option<Vec<serde_json::Value>>,
+    tool_calls: Option<Vec<ToolCallLine>>,
+}
+
+/// One call, whole: Ollama sends each call's arguments as a JSON object in one line.
+#[derive(Deserialize)]
+struct ToolCallLine {
+    id: Option<String>,
+    function: Option<FunctionLine>,
+}
+
+#[derive(Deserialize)]
+struct FunctionLine {
+    name: Option<String>,
+    /// An object (Ollama), or JSON text (what an OpenAI-minded proxy might write).
+    arguments: Option<serde_json::Value>,
+    /// Newer releases number the calls.
+    index: Option<u64>,
 }
 
 /// Reads one NDJSON line of an Ollama stream.
@@ -202,7 +244,22 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
         if let Some(text) = &m.content {
             facts.text.push_str(text);
         }
-        facts.other_output |= nonempty(&m.thinking) || m.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
+        for call in m.tool_calls.iter().flatten() {
+            let function = call.function.as_ref();
+            let arguments = match function.and_then(|f| f.arguments.as_ref()) {
+                Some(serde_json::Value::String(text)) => text.clone(),
+                Some(v) => v.to_string(),
+                None => String::new(),
+            };
+            facts.tool_calls.push(ToolCallDelta {
+                index: function.and_then(|f| f.index),
+                id: call.id.clone(),
+                name: Some(function.and_then(|f| f.name.clone()).unwrap_or_default()),
+                arguments,
+                whole: true,
+            });
+        }
+        facts.other_output |= nonempty(&m.thinking) || !facts.tool_calls.is_empty();
     }
     if done {
         facts.output_tokens = line.eval_count;
@@ -231,7 +288,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::probe::dialect::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply, Stop};
 
     /// `POST /api/chat`.
     pub struct Chat;
@@ -262,6 +319,16 @@ pub(crate) mod simulator {
             let mut done = done(reply, n, elapsed);
             done["message"] = json!({"role": "assistant", "content": ""});
             vec![reply.frame(None, &done)]
+        }
+
+        /// The call whole in one line, its arguments an object.
+        fn tool_call(&self, reply: &Reply, name: &str, pieces: &[String]) -> Vec<String> {
+            let arguments: serde_json::Value = serde_json::from_str(&pieces.concat()).unwrap_or_default();
+            vec![reply.frame(
+                None,
+                &json!({"model": reply.model, "created_at": "2026-01-01T00:00:00Z", "message": {"role": "assistant", "content": "",
+                    "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}, "done": false}),
+            )]
         }
 
         fn in_band_error(&self, reply: &Reply) -> Vec<String> {
@@ -303,7 +370,13 @@ pub(crate) mod simulator {
     /// The last line after `n` tokens, without its empty message or response.
     fn done(reply: &Reply, n: u32, elapsed: Duration) -> serde_json::Value {
         let ns = elapsed.as_nanos() as u64;
-        json!({"model": reply.model, "created_at": "2026-01-01T00:00:01Z", "done": true, "done_reason": "length",
+        // Ollama ends a tool call's answer with `stop`.
+        let reason = if reply.stop == Stop::Limit {
+            "length"
+        } else {
+            "stop"
+        };
+        json!({"model": reply.model, "created_at": "2026-01-01T00:00:01Z", "done": true, "done_reason": reason,
             "total_duration": ns, "load_duration": 1_000_000, "prompt_eval_count": 24, "prompt_eval_duration": ns / 4,
             "eval_count": n, "eval_duration": ns / 2})
     }

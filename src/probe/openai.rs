@@ -32,10 +32,13 @@ use super::framing::Event;
 use super::generation::{
     EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
 };
+use super::structured::ResponseFormat;
+use super::tools::{Tool, ToolCallDelta};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Diagnostics, Kind, KindKeys, ProbeConfig};
 use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::Prompt;
 use crate::payload::images::{DataUrl, Image};
 
 /// Which of the two APIs that stream chunks.
@@ -46,10 +49,13 @@ enum Api {
 }
 
 /// Both kinds take the keys every LLM kind takes (prompts, `max_tokens`,
-/// images where [`Kind::takes_images`]), and no others.
+/// images where [`Kind::takes_images`]); chat also tools and the answer's format.
 pub type Spec = GenerationSpec;
 
-/// An LLM kind with no keys of its own: its prompts, `max_tokens` and images are
+/// openai_chat's: `tools`, `tool_call`, `response_format`.
+pub(crate) use super::structured::AnswerKeys as ChatKeys;
+pub(crate) use super::structured::check_answer_keys as check_chat;
+/// openai_completions has no keys of its own: its prompts, `max_tokens` and images are
 /// every probe's keys, checked before.
 pub(crate) use crate::config::NoKeys as Keys;
 
@@ -73,8 +79,10 @@ impl OpenAiProbe {
         })
     }
 
-    fn request_body(&self, prompt: &str, images: &[Arc<Image>]) -> Bytes {
+    fn request_body(&self, prompt: &Prompt, images: &[Arc<Image>]) -> Bytes {
         let g = &self.generation;
+        let temperature = prompt.deterministic().then_some(0.0);
+        let prompt = &*prompt.text;
         let stream_options = StreamOptions { include_usage: true };
         let detail = g.images.as_ref().and_then(|i| i.detail.as_deref());
         let body = match self.api {
@@ -98,6 +106,12 @@ impl OpenAiProbe {
                     },
                 }],
                 max_tokens: g.max_tokens,
+                temperature,
+                tools: g
+                    .tools
+                    .as_ref()
+                    .map(|t| t.tools.iter().map(Tool::openai_json).collect()),
+                response_format: g.response_format.as_ref().map(ResponseFormat::chat_json),
                 stream: true,
                 stream_options,
             }),
@@ -105,6 +119,7 @@ impl OpenAiProbe {
                 model: &g.model,
                 prompt,
                 max_tokens: g.max_tokens,
+                temperature,
                 stream: true,
                 stream_options,
             }),
@@ -124,7 +139,7 @@ const CHAT: Protocol = Protocol {
 impl Probe for OpenAiProbe {
     async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
-        let body = self.request_body(&prompt.text, &images);
+        let body = self.request_body(prompt, &images);
         let chat = self.api == Api::Chat;
         self.generation
             .run(limits, body, (prompt, &images), &CHAT, |e| parse_event(e, chat))
@@ -137,6 +152,13 @@ struct ChatRequest<'a> {
     model: &'a str,
     messages: [Message<'a>; 1],
     max_tokens: u32,
+    /// 0 for a prompt whose answer is checked; else the server's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<serde_json::Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<serde_json::Value>,
     stream: bool,
     stream_options: StreamOptions,
 }
@@ -174,6 +196,8 @@ struct CompletionRequest<'a> {
     model: &'a str,
     prompt: &'a str,
     max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
     stream: bool,
     stream_options: StreamOptions,
 }
@@ -208,8 +232,23 @@ struct Delta {
     content: Option<serde_json::Value>,
     reasoning_content: Option<String>,
     reasoning: Option<String>,
-    tool_calls: Option<Vec<serde_json::Value>>,
+    tool_calls: Option<Vec<ToolCallChunk>>,
     refusal: Option<String>,
+}
+
+/// A piece of a tool call: `index` says which call; the first piece of each carries its
+/// `id` and name, the rest pieces of `arguments` (a JSON text).
+#[derive(Deserialize)]
+struct ToolCallChunk {
+    index: Option<u64>,
+    id: Option<String>,
+    function: Option<FunctionChunk>,
+}
+
+#[derive(Deserialize)]
+struct FunctionChunk {
+    name: Option<String>,
+    arguments: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -292,10 +331,24 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
             let nonempty = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.is_empty());
             // A refusal is output the user sees (TTFT), but not an answer.
             facts.refusal |= nonempty(&delta.refusal);
+            for call in delta.tool_calls.unwrap_or_default() {
+                let function = call.function.unwrap_or(FunctionChunk {
+                    name: None,
+                    arguments: None,
+                });
+                facts.tool_calls.push(ToolCallDelta {
+                    // One call without an index is the first (some servers leave it out).
+                    index: Some(call.index.unwrap_or(0)),
+                    id: call.id,
+                    name: function.name,
+                    arguments: function.arguments.unwrap_or_default(),
+                    whole: false,
+                });
+            }
             facts.other_output |= nonempty(&delta.reasoning_content)
                 || nonempty(&delta.reasoning)
                 || facts.refusal
-                || delta.tool_calls.is_some_and(|t| !t.is_empty());
+                || !facts.tool_calls.is_empty();
         } else if let Some(text) = choice.text {
             facts.text.push_str(&text);
         }
@@ -353,6 +406,20 @@ pub(crate) mod simulator {
             finish(reply, true, n)
         }
 
+        /// The call's id and name first, then the arguments in pieces, all at index 0.
+        fn tool_call(&self, reply: &Reply, name: &str, pieces: &[String]) -> Vec<String> {
+            let call = |call: serde_json::Value| {
+                let choice = json!({"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null});
+                reply.frame(
+                    None,
+                    &json!({"id": reply.id, "object": object(true), "created": reply.created, "model": reply.model, "choices": [choice]}),
+                )
+            };
+            std::iter::once(call(json!({"index": 0, "id": "call_sim", "type": "function", "function": {"name": name, "arguments": ""}})))
+                .chain(pieces.iter().map(|p| call(json!({"index": 0, "function": {"arguments": p}}))))
+                .collect()
+        }
+
         fn in_band_error(&self, reply: &Reply) -> Vec<String> {
             in_band_error(reply)
         }
@@ -408,7 +475,7 @@ pub(crate) mod simulator {
     }
 
     fn finish(reply: &Reply, chat: bool, n: u32) -> Vec<String> {
-        let mut out = vec![chunk(reply, chat, None, Some("length"))];
+        let mut out = vec![chunk(reply, chat, None, Some(reply.stop.openai()))];
         if reply.include_usage {
             out.push(reply.frame(
                 None,

@@ -30,23 +30,21 @@ use super::framing::Event;
 use super::generation::{
     EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
 };
+use super::tools::ToolCallDelta;
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
-use crate::config::{Diagnostics, KindKeys, ProbeConfig};
+use crate::config::ProbeConfig;
 use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::Prompt;
 use crate::payload::images::{DataUrl, Image};
 
 /// `openai_responses` takes the keys every LLM kind takes (prompts, `max_tokens`, images),
-/// and no others.
+/// tools and the answer's format (sent as `text.format`).
 pub type Spec = GenerationSpec;
 
-/// An LLM kind with no keys of its own: its prompts, `max_tokens` and images are
-/// every probe's keys, checked before.
-pub(crate) use crate::config::NoKeys as Keys;
-
-pub(crate) fn check(_: &mut Diagnostics, keys: KindKeys<'_, Keys>) -> Option<Spec> {
-    GenerationSpec::from_common(keys.common)
-}
+/// `tools`, `tool_call`, `response_format`: the OpenAI chat kinds' answer keys.
+pub(crate) use super::structured::AnswerKeys as Keys;
+pub(crate) use super::structured::check_answer_keys as check;
 
 pub struct ResponsesProbe {
     generation: Generation,
@@ -59,8 +57,10 @@ impl ResponsesProbe {
         })
     }
 
-    fn request_body(&self, prompt: &str, images: &[Arc<Image>]) -> Bytes {
+    fn request_body(&self, prompt: &Prompt, images: &[Arc<Image>]) -> Bytes {
         let g = &self.generation;
+        let temperature = prompt.deterministic().then_some(0.0);
+        let prompt = &*prompt.text;
         let detail = g.images.as_ref().and_then(|i| i.detail.as_deref());
         let body = serde_json::to_vec(&ResponsesRequest {
             model: &g.model,
@@ -78,6 +78,21 @@ impl ResponsesProbe {
                 }])
             },
             max_output_tokens: g.max_tokens,
+            temperature,
+            tools: g.tools.as_ref().map(|t| {
+                t.tools
+                    .iter()
+                    .map(|tool| {
+                        let mut f = tool.function_json();
+                        f["type"] = "function".into();
+                        f
+                    })
+                    .collect()
+            }),
+            text: g
+                .response_format
+                .as_ref()
+                .map(|f| serde_json::json!({"format": f.responses_json()})),
             stream: true,
         });
         Bytes::from(body.expect("plain structs serialize"))
@@ -94,7 +109,7 @@ const RESPONSES: Protocol = Protocol {
 impl Probe for ResponsesProbe {
     async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
-        let body = self.request_body(&prompt.text, &images);
+        let body = self.request_body(prompt, &images);
         self.generation
             .run(limits, body, (prompt, &images), &RESPONSES, parse_responses_event)
             .await
@@ -106,6 +121,14 @@ struct ResponsesRequest<'a> {
     model: &'a str,
     input: ResponsesInput<'a>,
     max_output_tokens: u32,
+    /// 0 for a prompt whose answer is checked; else the server's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<serde_json::Value>>,
+    /// `{format: ...}`: the answer's format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<serde_json::Value>,
     stream: bool,
 }
 
@@ -182,9 +205,48 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             facts.refusal = !delta().is_empty();
             facts.other_output = facts.refusal;
         }
-        "response.reasoning_text.delta"
-        | "response.reasoning_summary_text.delta"
-        | "response.function_call_arguments.delta" => facts.other_output = !delta().is_empty(),
+        "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+            facts.other_output = !delta().is_empty()
+        }
+        // A function call: opened by its output item (name, call id), its arguments in
+        // pieces, then whole in `.done` and in the closed item.
+        "response.output_item.added" | "response.output_item.done"
+            if v.pointer("/item/type").and_then(|t| t.as_str()) == Some("function_call") =>
+        {
+            let added = kind == "response.output_item.added";
+            let item = |k: &str| v.pointer(&format!("/item/{k}")).and_then(|x| x.as_str());
+            let arguments = item("arguments").unwrap_or("").to_owned();
+            facts.other_output = added;
+            facts.tool_calls.push(ToolCallDelta {
+                index: v.get("output_index").and_then(|i| i.as_u64()),
+                id: item("call_id").map(str::to_owned),
+                name: added.then(|| item("name").unwrap_or("").to_owned()),
+                whole: !added && !arguments.is_empty(),
+                arguments: if added || !arguments.is_empty() {
+                    arguments
+                } else {
+                    String::new()
+                },
+            });
+        }
+        "response.function_call_arguments.delta" => {
+            facts.other_output = !delta().is_empty();
+            facts.tool_calls.push(ToolCallDelta {
+                index: v.get("output_index").and_then(|i| i.as_u64()),
+                arguments: delta().to_owned(),
+                ..ToolCallDelta::default()
+            });
+        }
+        "response.function_call_arguments.done" => {
+            if let Some(arguments) = v.get("arguments").and_then(|a| a.as_str()) {
+                facts.tool_calls.push(ToolCallDelta {
+                    index: v.get("output_index").and_then(|i| i.as_u64()),
+                    arguments: arguments.to_owned(),
+                    whole: true,
+                    ..ToolCallDelta::default()
+                });
+            }
+        }
         "response.completed" | "response.incomplete" => {
             facts.done = true;
             facts.output_tokens = v
@@ -261,6 +323,35 @@ pub(crate) mod simulator {
                 Some("response.output_text.delta"),
                 &json!({"type": "response.output_text.delta", "sequence_number": i + 1, "item_id": "msg_sim", "output_index": 0, "content_index": 0, "delta": word}),
             )
+        }
+
+        /// A `function_call` output item: added, its arguments in pieces, done whole.
+        fn tool_call(&self, reply: &Reply, name: &str, pieces: &[String]) -> Vec<String> {
+            let whole: String = pieces.concat();
+            let item = |arguments: &str, status: &str| json!({"type": "function_call", "id": "fc_sim", "call_id": "call_sim", "name": name, "arguments": arguments, "status": status});
+            let event = |kind: &str, mut data: serde_json::Value| {
+                data["type"] = kind.into();
+                reply.frame(Some(kind), &data)
+            };
+            let mut out = vec![event(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": item("", "in_progress")}),
+            )];
+            out.extend(pieces.iter().map(|p| {
+                event(
+                    "response.function_call_arguments.delta",
+                    json!({"item_id": "fc_sim", "output_index": 0, "delta": p}),
+                )
+            }));
+            out.push(event(
+                "response.function_call_arguments.done",
+                json!({"item_id": "fc_sim", "output_index": 0, "arguments": whole}),
+            ));
+            out.push(event(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": item(&whole, "completed")}),
+            ));
+            out
         }
 
         fn finish(&self, reply: &Reply, n: u32, _elapsed: Duration) -> Vec<String> {

@@ -169,7 +169,7 @@ pub(crate) mod simulator {
 
     use serde_json::json;
 
-    use crate::probe::dialect::{Dialect, Reply};
+    use crate::probe::dialect::{Dialect, Reply, Stop};
 
     /// `POST /generate_stream`.
     pub struct GenerateStream;
@@ -186,7 +186,14 @@ pub(crate) mod simulator {
         /// The last token carries the details.
         fn token(&self, reply: &Reply, i: u32, n: u32, word: &str) -> String {
             let last = i + 1 == n;
-            let details = last.then(|| json!({"finish_reason": "length", "generated_tokens": n, "input_length": 24, "seed": null}));
+            let reason = if reply.stop == Stop::Limit {
+                "length"
+            } else {
+                "eos_token"
+            };
+            let details = last.then(
+                || json!({"finish_reason": reason, "generated_tokens": n, "input_length": 24, "seed": null}),
+            );
             let text = last.then_some("(the whole answer)");
             reply.frame(
                 None,

@@ -29,6 +29,7 @@ mod answers;
 mod dialect;
 mod grpc;
 pub mod http1;
+mod knowing;
 mod stream;
 
 use std::collections::VecDeque;

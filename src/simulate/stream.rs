@@ -11,8 +11,9 @@ use tokio::time::Instant;
 
 use super::dialect;
 use super::http1::{self, LAST_CHUNK, Request, wait_for_peer_close, write_chunks, write_json};
+use super::knowing::{self, KnownReply};
 use super::{Fault, Script, Shared, SimRecord, draw_fault, script_for};
-use crate::probe::dialect::{Dialect, Reply};
+use crate::probe::dialect::{Dialect, Reply, Stop};
 
 /// The tokens, in turn.
 const WORDS: &[&str] = &[
@@ -66,7 +67,18 @@ pub(super) async fn generate(
         .and_then(|m| m.as_str())
         .unwrap_or("sim-model")
         .to_owned();
-    let tokens = (script.tokens as u64).min(dialect::max_tokens(dialect, &body).unwrap_or(u64::MAX)) as u32;
+    let cap = dialect::max_tokens(dialect, &body).unwrap_or(u64::MAX);
+    // A question with a known answer (a canary, a tool call, a schema) gets it; else words.
+    let known = knowing::reply_for(&body).filter(|k| match k {
+        KnownReply::ToolCall { name, pieces } => !dialect.tool_call(&placeholder(), name, pieces).is_empty(),
+        KnownReply::Text(_) => true,
+    });
+    let (tokens, stop) = match &known {
+        Some(KnownReply::Text(words)) if words.len() as u64 <= cap => (words.len() as u32, Stop::EndOfAnswer),
+        Some(KnownReply::Text(_)) => (cap as u32, Stop::Limit),
+        Some(KnownReply::ToolCall { pieces, .. }) => (pieces.len() as u32, Stop::ToolCall),
+        None => ((script.tokens as u64).min(cap) as u32, Stop::Limit),
+    };
     let reply = Reply {
         id: format!("sim-{id}"),
         model: &model,
@@ -79,11 +91,16 @@ pub(super) async fn generate(
             .and_then(|v| v.as_bool())
             .unwrap_or(false),
         ndjson: dialect.ndjson(),
+        stop,
     };
 
     let fault = draw_fault(&script, id);
     let mut record = SimRecord::new(id, &request.path, fault, received);
-    let keep = stream_response(socket, &script, fault, dialect, &reply, tokens, &mut record).await;
+    let answer = Answer {
+        tokens,
+        known: known.as_ref(),
+    };
+    let keep = stream_response(socket, &script, fault, dialect, &reply, answer, &mut record).await;
     tracing::debug!(
         id,
         path = %record.path,
@@ -96,15 +113,34 @@ pub(super) async fn generate(
     keep
 }
 
+/// A reply's only use of the dialect before it exists: whether it writes tool calls.
+fn placeholder() -> Reply<'static> {
+    Reply {
+        id: String::new(),
+        model: "",
+        created: 0,
+        include_usage: false,
+        ndjson: false,
+        stop: Stop::ToolCall,
+    }
+}
+
+/// What one stream carries: `tokens` tokens, of the known reply if there is one.
+struct Answer<'a> {
+    tokens: u32,
+    known: Option<&'a KnownReply>,
+}
+
 async fn stream_response(
     socket: &mut TcpStream,
     script: &Script,
     fault: Option<Fault>,
     dialect: &dyn Dialect,
     reply: &Reply<'_>,
-    tokens: u32,
+    answer: Answer<'_>,
     record: &mut SimRecord,
 ) -> bool {
+    let tokens = answer.tokens;
     let received = record.received;
     match fault {
         Some(Fault::Close) => return false,
@@ -157,6 +193,26 @@ async fn stream_response(
         return write_chunks(socket, &dialect.empty_end(reply)).await.is_ok()
             && socket.write_all(LAST_CHUNK.as_bytes()).await.is_ok();
     }
+    if let Some(KnownReply::ToolCall { name, pieces }) = answer.known {
+        // A tool call as the server streams it, on the same time grid as tokens.
+        tokio::time::sleep_until(received + script.ttft).await;
+        let at = Instant::now();
+        if write_chunks(socket, &dialect.tool_call(reply, name, pieces))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        record.first_token_written = Some(at);
+        record.tokens = tokens;
+        let mut tail = String::new();
+        for m in dialect.finish(reply, tokens, received.elapsed()) {
+            http1::push_chunk(&mut tail, &m);
+        }
+        tail.push_str(LAST_CHUNK);
+        record.done_written = Some(Instant::now());
+        return socket.write_all(tail.as_bytes()).await.is_ok();
+    }
     let fault_at = tokens / 2;
     let mut i: u32 = 0;
     loop {
@@ -192,7 +248,10 @@ async fn stream_response(
                 _ => {}
             }
         }
-        let word = WORDS[i as usize % WORDS.len()];
+        let word = match answer.known {
+            Some(KnownReply::Text(words)) if !words.is_empty() => words[i as usize % words.len()].as_str(),
+            _ => WORDS[i as usize % WORDS.len()],
+        };
         let n = if fault == Some(Fault::Endless) {
             u32::MAX
         } else {

@@ -25,6 +25,9 @@ const PROBE_MACHINERY: &[&str] = &[
     "dialect",
     "grpc",
     "tensors",
+    "answer",
+    "tools",
+    "structured",
 ];
 
 fn root() -> PathBuf {

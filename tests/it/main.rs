@@ -19,6 +19,7 @@ mod support;
 
 mod alert_scenarios;
 mod alerting;
+mod answers;
 mod architecture;
 mod browser_smoke;
 mod budget;
