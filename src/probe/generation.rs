@@ -315,6 +315,8 @@ pub(crate) struct EventFacts {
     pub server_reported: Vec<(&'static str, std::time::Duration)>,
     /// The model the server says answered, where the protocol names it.
     pub model: Option<String>,
+    /// The response's `system_fingerprint` (OpenAI's chunks; llama.cpp's build).
+    pub fingerprint: Option<String>,
 }
 
 /// Checks the content type of a streamed response before reading it.
@@ -478,6 +480,10 @@ async fn read_events(
             obs.server_reported.extend(facts.server_reported);
             if out.model.is_none() {
                 out.model = facts.model;
+                obs.served.model = out.model.as_deref().map(super::identity::clean);
+            }
+            if obs.served.fingerprint.is_none() {
+                obs.served.fingerprint = facts.fingerprint.as_deref().map(super::identity::clean);
             }
             if facts.done {
                 done = true;
