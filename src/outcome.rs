@@ -475,6 +475,10 @@ impl Outcome {
             "input_tokens": o.input_tokens,
             "input_token_source": o.input_token_source.map(TokenSource::as_str),
             "finish_reason": o.finish_reason,
+            // Which model answered, as the server says (null where it did not).
+            "served_model": o.served.model,
+            "system_fingerprint": o.served.fingerprint,
+            "model_identity": o.served.identity.as_ref().map(|m| serde_json::json!({"digest": m.digest, "summary": m.summary})),
             "chunks": o.chunk_gaps.len() + usize::from(o.marks.first_token.is_some()),
             "bytes_received": o.bytes_received,
             "server_reported_seconds": o
