@@ -86,28 +86,22 @@ fn kserve_model_metadata_gives_its_versions() {
     assert_eq!(id.served_model, "digits");
 }
 
-/// llama.cpp's `/props` as its handler writes it (the fields answers-cold-burst.md §4
-/// lists), the template hashed, the per-request slots left out.
+/// llama.cpp's `/props` (a real capture): path, alias, build and a hash of the chat
+/// template; the per-request settings and slots left out.
 #[test]
 fn llama_props_give_path_build_and_a_template_hash() {
-    let props = serde_json::json!({
-        "default_generation_settings": {"n_ctx": 2048, "id_slot": 0},
-        "total_slots": 1, "model_alias": "tiny-llama", "model_path": "/m/tiny.gguf",
-        "chat_template": "{{ messages }}", "build_info": "b1-0c1e570", "is_sleeping": false,
-    });
-    let fields = parse(Source::Props, &props, "tiny-llama");
+    let fields = parse(Source::Props, &golden("llama-server-tiny-props.txt"), "tiny-llama");
     assert_eq!(
         fields.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
         ["model_path", "model_alias", "build", "n_ctx", "template"]
     );
+    assert_eq!(fields[1].1, "tiny-llama");
+    assert_eq!(fields[2].1, "b1-0c1e570");
     let template = &fields[4].1;
     assert_eq!(template.len(), 8);
     let facts = BTreeMap::from([(Source::Props, fields.clone())]);
     let id = identity_of(&served("tiny-llama", Some("b1-0c1e570")), &facts).unwrap();
-    assert_eq!(
-        id.summary,
-        format!("tiny-llama (llama.cpp b1-0c1e570, template {template})")
-    );
+    assert_eq!(id.summary, format!("tiny-llama (llama.cpp b1-0c1e570, template {template})"));
 }
 
 #[test]
