@@ -90,7 +90,11 @@ fn kserve_model_metadata_gives_its_versions() {
 /// template; the per-request settings and slots left out.
 #[test]
 fn llama_props_give_path_build_and_a_template_hash() {
-    let fields = parse(Source::Props, &golden("llama-server-tiny-props.txt"), "tiny-llama");
+    let fields = parse(
+        Source::Props,
+        &golden("llama-server-tiny-props.txt"),
+        "tiny-llama",
+    );
     assert_eq!(
         fields.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
         ["model_path", "model_alias", "build", "n_ctx", "template"]
@@ -101,7 +105,10 @@ fn llama_props_give_path_build_and_a_template_hash() {
     assert_eq!(template.len(), 8);
     let facts = BTreeMap::from([(Source::Props, fields.clone())]);
     let id = identity_of(&served("tiny-llama", Some("b1-0c1e570")), &facts).unwrap();
-    assert_eq!(id.summary, format!("tiny-llama (llama.cpp b1-0c1e570, template {template})"));
+    assert_eq!(
+        id.summary,
+        format!("tiny-llama (llama.cpp b1-0c1e570, template {template})")
+    );
 }
 
 #[test]
