@@ -31,7 +31,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
+use crate::outcome::{FailureReason, ModelIdentity, Outcome, ProbeIdentity};
 
 mod exposition;
 mod families;
@@ -310,6 +310,13 @@ impl Metrics {
         }
         if let Some(series) = self.series_of(&outcome.probe) {
             series.record(outcome);
+        }
+    }
+
+    /// The model serving `probe` (its info series).
+    pub fn model_identity(&self, probe: &Arc<ProbeIdentity>, identity: &Arc<ModelIdentity>) {
+        if let Some(series) = self.series_of(probe) {
+            series.model(identity);
         }
     }
 

@@ -251,6 +251,9 @@ pub struct Observation {
     /// Something a successful run should still say, such as a token count that
     /// disagrees with the events received.
     pub note: Option<String>,
+    /// Which model answered, as far as the server says (the response's `model` and
+    /// `system_fingerprint`, and the server's identity fetched after the run).
+    pub served: Served,
     /// `Ok` for a successful run.
     pub result: Result<(), Failure>,
 }
@@ -273,6 +276,7 @@ impl Observation {
             ready_check: None,
             finish_reason: None,
             note: None,
+            served: Served::default(),
             result: Ok(()),
         }
     }
@@ -337,6 +341,36 @@ impl Observation {
             .saturating_duration_since(self.marks.first_token?);
         Some(span.div_f64((n - 1) as f64))
     }
+}
+
+/// Which model answered a run: what the response named, and the identity of what the
+/// server serves (probe/identity.rs). Values are the server's, cleaned (printable,
+/// capped) where they are read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Served {
+    /// The response's `model` (the first event that named one).
+    pub model: Option<String>,
+    /// The response's `system_fingerprint`: the backend's configuration on OpenAI, the
+    /// build (`b1-0c1e570`) on llama.cpp, version and image on TGI.
+    pub fingerprint: Option<String>,
+    /// The identity of what answered; `None` when the server said nothing of it.
+    pub identity: Option<Arc<ModelIdentity>>,
+}
+
+/// The identity of what serves a probe: the served model, its fingerprint and what the
+/// server says of itself where asked (llama.cpp's `/props`, TGI's `/info`, ...), reduced
+/// to a small stable digest and a summary for people. A change of it is an event
+/// (the history's `model_changes`), never a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelIdentity {
+    /// 16 hex digits over every field: equal digests, same identity.
+    pub digest: String,
+    /// For people: `tiny-llama (llama.cpp b1-0c1e570, 586 kB, template 3f2a9c01)`.
+    pub summary: String,
+    /// The label values of the info series (at most 64 printable characters; empty
+    /// when unknown).
+    pub served_model: String,
+    pub fingerprint: String,
 }
 
 /// The low-cardinality identity of a probe, shared by all its outcomes: exactly the
@@ -459,6 +493,10 @@ impl Outcome {
             "input_tokens": o.input_tokens,
             "input_token_source": o.input_token_source.map(TokenSource::as_str),
             "finish_reason": o.finish_reason,
+            // Which model answered, as the server says (null where it did not).
+            "served_model": o.served.model,
+            "system_fingerprint": o.served.fingerprint,
+            "model_identity": o.served.identity.as_ref().map(|m| serde_json::json!({"digest": m.digest, "summary": m.summary})),
             "chunks": o.chunk_gaps.len() + usize::from(o.marks.first_token.is_some()),
             "bytes_received": o.bytes_received,
             "server_reported_seconds": o

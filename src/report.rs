@@ -19,12 +19,14 @@ use crate::stats::{Incident, Quantiles, Summary, Targets, incidents};
 use crate::store::{HistoryReader, RunQuery, RunRecord, StoreError};
 use crate::time_zone::TimeZone;
 
+mod changes;
 mod chart;
 mod html;
 pub mod prometheus;
 mod tokens;
 pub mod trend;
 pub mod verdict;
+pub use changes::ChangeFigures;
 pub use tokens::{TokenTotals, costs_by_probe};
 pub use trend::{Point, Trend};
 pub use verdict::Verdict;
@@ -81,6 +83,9 @@ pub struct Report {
     pub data_from: Option<SystemTime>,
     /// The zone the report's times are shown in (UTC unless [`Report::with_time_zone`]).
     pub time_zone: TimeZone,
+    /// Changes of the served model in the period, with figures before and after each
+    /// (local store only).
+    pub model_changes: Vec<ChangeFigures>,
 }
 
 impl Report {
@@ -177,6 +182,15 @@ impl Report {
         let mut all_incidents = Vec::new();
         let mut trends = trend::TrendBuilder::new(since, query.since, len);
         let mut data_from: Option<SystemTime> = None;
+        let changed = history.model_changes(
+            &RunQuery {
+                since,
+                ..query.clone()
+            },
+            changes::MAX_CHANGES,
+        )?;
+        let changed_by_series = changes::by_series(&changed);
+        let mut model_changes = Vec::new();
         history.for_each_series(&query, |runs| {
             let split = runs.partition_point(|r| r.at < since);
             let (before, during) = runs.split_at(split);
@@ -184,6 +198,9 @@ impl Report {
             data_from = Some(data_from.map_or(first.at, |d| d.min(first.at)));
             trends.add(&first.probe, during, before);
             let t = targets(&first.probe);
+            if let Some(list) = changed_by_series.get(&(&*first.probe, &*first.location)) {
+                model_changes.extend(changes::figures(list, &runs, &t));
+            }
             // Streaks over the whole series, so one that began in the previous period
             // keeps its real start and length; those that touch this period count.
             if !during.is_empty() {
@@ -214,6 +231,10 @@ impl Report {
             trends: trends.finish(),
             data_from,
             time_zone: TimeZone::UTC,
+            model_changes: {
+                model_changes.sort_by_key(|c| c.change.at);
+                model_changes
+            },
         })
     }
 
@@ -358,6 +379,7 @@ impl Report {
                 "bucket_seconds": self.bucket.as_secs_f64(),
                 "probes": trends,
             },
+            "model_changes": self.model_changes.iter().map(changes::to_json).collect::<Vec<_>>(),
         })
     }
 
@@ -572,14 +594,18 @@ impl Report {
                 reasons.join(", "),
             ]);
         }
-        vec![
+        let mut tables = vec![
             availability,
             ttft,
             total,
             attainment,
             tokens::table(&self.rows),
             worst,
-        ]
+        ];
+        tables.extend(changes::table(&self.model_changes, |t| {
+            self.time_zone.clock_with_offset(t)
+        }));
+        tables
     }
 }
 

@@ -7,12 +7,14 @@
 
 mod alert_state;
 mod history;
+mod model_changes;
 pub use alert_state::{AlertStore, Pending, StoreError};
 #[cfg(test)]
 pub(crate) use history::sample;
 pub use history::{
     Cursor, HistoryReader, HistoryStats, HistoryWriter, ResultsPage, RunQuery, RunRecord, disk_bytes,
 };
+pub use model_changes::{ModelChange, Seen};
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, RwLock};

@@ -95,6 +95,7 @@ pub(super) async fn fan_out(
                         history_seen = now;
                     }
                     paging.observe(&outcome);
+                    paging.observe_model(&outcome);
                     spans.offer(&outcome);
                 }
                 log_outcome(&outcome);

@@ -37,6 +37,7 @@ use crate::server;
 use crate::store::{AlertStore, HistoryReader, HistoryWriter, Latest, StoreError};
 
 mod fanout;
+mod model_watch;
 mod paging;
 pub mod reporting;
 mod task;

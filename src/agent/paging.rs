@@ -117,6 +117,8 @@ pub(super) struct Paging {
     /// The chat robots' per-minute buckets: a reload replaces a robot's delivery loop,
     /// not what it has sent this minute.
     pacing: Arc<notify::Pacing>,
+    /// Which model serves each probe (agent/model_watch.rs).
+    models: Mutex<super::model_watch::ModelWatch>,
 }
 
 impl Paging {
@@ -156,12 +158,13 @@ impl Paging {
                 last_publish: Instant::now(),
                 board_stale: false,
             }),
-            store,
+            store: store.clone(),
             location: location.to_owned(),
             metrics,
             active,
             receivers: Mutex::new(Tasks::default()),
             pacing: Arc::default(),
+            models: Mutex::new(super::model_watch::ModelWatch::new(store.clone(), location)),
         };
         paging.publish(
             &mut paging.state.lock().expect("paging lock").alerting,
@@ -396,6 +399,32 @@ impl Paging {
             .collect();
         self.metrics.alerts_firing(&firing);
         self.active.send_replace(Arc::new(alerting.active(now)));
+    }
+
+    /// Stores a probe's change of served model (or its first identity) as an event.
+    /// A notice, never a page: it opens no alert and moves no streak. Its notification
+    /// to the receivers is not written yet (issue 28: left for a receiver-neutral
+    /// notice that no receiver turns into an incident), so the outbox takes nothing.
+    pub(super) fn observe_model(&self, outcome: &Outcome) {
+        let Some(change) = self
+            .models
+            .lock()
+            .expect("models lock")
+            .observe(outcome, &self.metrics)
+        else {
+            return;
+        };
+        let save = || self.store.record_model_change(&change, &[], SystemTime::now());
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let saved = if multi_thread {
+            tokio::task::block_in_place(save)
+        } else {
+            save()
+        };
+        if let Err(e) = saved {
+            tracing::error!(probe = %change.probe, error = %e, "Cannot store the change of served model.");
+        }
     }
 
     pub(super) fn stop(&self) {

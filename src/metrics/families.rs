@@ -17,7 +17,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::registry::Unit;
 
-use crate::outcome::ProbeIdentity;
+use crate::outcome::{ModelIdentity, ProbeIdentity};
 
 use super::histogram::{Classic, SloHistogram};
 use super::probe::{Extra, NO_EXTRA, ProbeSeries, State};
@@ -40,7 +40,7 @@ const fn family(name: &'static str, help: &'static str, seconds: bool, kind: Met
 }
 
 /// Every per-probe family, in exposition order.
-pub(super) const FAMILIES: [Family; 14] = [
+pub(super) const FAMILIES: [Family; 15] = [
     family(
         "runs",
         "Probe runs by result (success or failure) and failure reason (none on success)",
@@ -125,6 +125,12 @@ pub(super) const FAMILIES: [Family; 14] = [
         false,
         MetricType::Counter,
     ),
+    family(
+        "probe_model_info",
+        "Which model serves the probe, as the server says (the response's model and system_fingerprint): always 1, one series per probe, replaced when the model changes",
+        false,
+        MetricType::Gauge,
+    ),
 ];
 
 pub(super) const E2E: usize = 5;
@@ -137,6 +143,18 @@ pub(super) enum Value<'a> {
     Float(f64),
     Classic(&'a Classic),
     Slo(&'a SloHistogram),
+    /// The probe's model info series: 1, its labels the identity's.
+    Info(&'a ModelIdentity),
+}
+
+impl<'a> Value<'a> {
+    /// The served model's labels, on the info series only.
+    fn info(&self) -> Option<&'a ModelIdentity> {
+        match self {
+            Value::Info(m) => Some(m),
+            _ => None,
+        }
+    }
 }
 
 fn one(name: &'static str, value: &'static str) -> Extra {
@@ -185,6 +203,10 @@ pub(super) fn each_series(
             f(&one("direction", "input"), Value::Counter(input))?;
             f(&one("direction", "output"), Value::Counter(output))
         }),
+        14 => s
+            .model
+            .as_deref()
+            .map_or(Ok(()), |m| f(&NO_EXTRA, Value::Info(m))),
         _ => Ok(()),
     }
 }
@@ -197,6 +219,8 @@ fn has_series(family: usize, s: &State) -> bool {
 pub(super) struct SeriesLabels<'a> {
     pub probe: &'a ProbeIdentity,
     pub extra: &'a Extra,
+    /// The info series' served model and fingerprint (cleaned and capped where read).
+    pub info: Option<&'a ModelIdentity>,
 }
 
 impl SeriesLabels<'_> {
@@ -217,6 +241,12 @@ impl SeriesLabels<'_> {
                 .filter(|(k, _)| !k.is_empty())
                 .map(|(k, v)| (*k, *v)),
         )
+        .chain(self.info.into_iter().flat_map(|m| {
+            [
+                ("served_model", m.served_model.as_str()),
+                ("fingerprint", m.fingerprint.as_str()),
+            ]
+        }))
     }
 }
 
@@ -234,6 +264,7 @@ fn encode_value(e: &mut MetricEncoder, value: Value<'_>) -> fmt::Result {
         Value::Counter(n) => e.encode_counter::<NoLabelSet, u64, u64>(&n, None::<&Exemplar<NoLabelSet, u64>>),
         Value::Int(v) => e.encode_gauge(&v),
         Value::Float(v) => e.encode_gauge(&v),
+        Value::Info(_) => e.encode_gauge(&1i64),
         Value::Classic(h) => e.encode_histogram::<NoLabelSet>(h.sum, h.count, &h.buckets(), None),
         Value::Slo(h) => {
             let native = h.native.snapshot();
@@ -286,6 +317,7 @@ impl Collector for ProbeFamilies {
                     let labels = SeriesLabels {
                         probe: &p.identity,
                         extra,
+                        info: value.info(),
                     };
                     let mut e = metrics.encode_family(&labels)?;
                     encode_value(&mut e, value)
@@ -329,6 +361,7 @@ pub(super) fn write_openmetrics_slo<W: Write>(
             let labels = SeriesLabels {
                 probe: &p.identity,
                 extra,
+                info: None,
             };
             let mut label_text = String::new();
             for (i, (k, v)) in labels.pairs().enumerate() {
@@ -395,6 +428,7 @@ pub(super) fn each_sample(probes: &[Arc<ProbeSeries>], f: &mut dyn FnMut(Vec<(St
                 let labels = SeriesLabels {
                     probe: &p.identity,
                     extra,
+                    info: value.info(),
                 };
                 let with = |name: String, le: Option<String>| {
                     let mut l = vec![("__name__".to_owned(), name)];
@@ -415,6 +449,10 @@ pub(super) fn each_sample(probes: &[Arc<ProbeSeries>], f: &mut dyn FnMut(Vec<(St
                     }
                     Value::Float(v) => {
                         f(with(base.clone(), None), v);
+                        return Ok(());
+                    }
+                    Value::Info(_) => {
+                        f(with(base.clone(), None), 1.0);
                         return Ok(());
                     }
                     Value::Classic(h) => h,

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::outcome::{FailureReason, Outcome, ProbeIdentity};
+use crate::outcome::{FailureReason, ModelIdentity, Outcome, ProbeIdentity};
 
 use super::histogram::{Classic, NativeConfig, SloHistogram};
 use super::{
@@ -93,6 +93,9 @@ pub(super) struct State {
     pub ttft: Vec<(Buckets, SloHistogram)>,
     /// Input and output tokens, from the first run that reported either.
     pub tokens: Option<[u64; 2]>,
+    /// The model serving the probe: one info series, replaced (never added to) when it
+    /// changes, so a probe keeps one however often its model is swapped.
+    pub model: Option<Arc<ModelIdentity>>,
     pub full: Option<Box<Full>>,
 }
 
@@ -147,6 +150,13 @@ impl ProbeSeries {
         s.up = None;
         s.last_run = None;
         s.last_success = None;
+    }
+
+    pub fn model(&self, identity: &Arc<ModelIdentity>) {
+        let mut s = self.state();
+        if s.model.as_ref().is_none_or(|m| m.digest != identity.digest) {
+            s.model = Some(identity.clone());
+        }
     }
 
     pub fn skipped(&self, ticks: u64) {

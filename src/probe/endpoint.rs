@@ -177,6 +177,43 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// GET `path` on the same server, outside any run (the model's identity,
+    /// probe/identity.rs): the body of a 2xx answer of at most `limit` bytes, complete
+    /// within `timeout`; `None` for anything else, which says nothing about the run.
+    pub async fn fetch(&self, path: &str, limit: u64, timeout: std::time::Duration) -> Option<Vec<u8>> {
+        let mut request = self.request_to(&http::Method::GET, path, Bytes::new());
+        request.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/json"),
+        );
+        request.headers_mut().remove(http::header::CONTENT_TYPE);
+        let start = Instant::now();
+        let deadline = tokio::time::Instant::from_std(start) + timeout;
+        let mut obs = Observation::new(start);
+        let mut response = send(
+            &self.client,
+            request,
+            &mut obs,
+            deadline,
+            FailureReason::TimeoutTotal,
+            limit,
+        )
+        .await?;
+        if !response.response.status().is_success() {
+            return None;
+        }
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, response.body.next()).await {
+                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+                Ok(Ok(None)) => return Some(body),
+                _ => return None,
+            }
+        }
+    }
+}
+
 /// `Basic <base64>` for credentials in a URL's userinfo, if it has any.
 fn basic_auth_from_url(url: &http::Uri) -> Option<String> {
     use base64::Engine as _;

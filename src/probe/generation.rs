@@ -353,6 +353,8 @@ pub(crate) struct EventFacts {
     pub model: Option<String>,
     /// Pieces of tool calls (each also makes `other_output`).
     pub tool_calls: Vec<ToolCallDelta>,
+    /// The response's `system_fingerprint` (OpenAI's chunks; llama.cpp's build).
+    pub fingerprint: Option<String>,
 }
 
 /// Checks the content type of a streamed response before reading it.
@@ -521,6 +523,10 @@ async fn read_events(
             obs.server_reported.extend(facts.server_reported);
             if out.model.is_none() {
                 out.model = facts.model;
+                obs.served.model = out.model.as_deref().map(super::identity::clean);
+            }
+            if obs.served.fingerprint.is_none() {
+                obs.served.fingerprint = facts.fingerprint.as_deref().map(super::identity::clean);
             }
             if facts.done {
                 done = true;

@@ -19,6 +19,7 @@ mod generation;
 pub(crate) mod grpc;
 pub mod grpc_health;
 pub mod http;
+mod identity;
 pub mod kinds;
 pub mod kserve_v2;
 pub mod kserve_v2_grpc;
@@ -128,6 +129,9 @@ pub struct ReadyProbe {
     pub identity: Arc<ProbeIdentity>,
     probe: AnyProbe,
     redactor: SharedRedactor,
+    /// Asks the server which model it serves, after runs (probe/identity.rs); `None`
+    /// for kinds whose servers have nothing to ask.
+    served: Option<Box<identity::IdentityFetcher>>,
 }
 
 impl ReadyProbe {
@@ -158,6 +162,7 @@ impl ReadyProbe {
             identity: Arc::new(identity),
             probe,
             redactor: cx.redactor.clone(),
+            served: identity::IdentityFetcher::new(config, &cx.roots).map(Box::new),
         })
     }
 
@@ -202,6 +207,14 @@ impl ReadyProbe {
         // the API, `once`) gets them without secrets and without control characters.
         if let Err(f) = &mut observation.result {
             f.message = crate::human::printable(&self.redactor.current().clean(&f.message));
+        }
+        // Which model answered: after the run, so never inside its clock. A failed
+        // run says nothing of it (a half-read stream would look like another model).
+        if observation.success() {
+            observation.served.identity = match &self.served {
+                Some(fetcher) => fetcher.identity(&observation.served).await,
+                None => identity::from_response(&observation.served),
+            };
         }
         Outcome {
             probe: self.identity.clone(),

@@ -210,6 +210,7 @@ struct StreamOptions {
 #[derive(Deserialize)]
 struct Chunk {
     model: Option<String>,
+    system_fingerprint: Option<String>,
     choices: Option<Vec<Choice>>,
     usage: Option<Usage>,
     /// llama.cpp's own figures, on its last chunk even without `include_usage`.
@@ -317,6 +318,7 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
             .and_then(|u| u.prompt_tokens)
             .or_else(|| chunk.timings.as_ref().and_then(Timings::prompt_tokens)),
         model: chunk.model,
+        fingerprint: chunk.system_fingerprint,
         ..EventFacts::default()
     };
     for choice in chunk.choices.unwrap_or_default() {

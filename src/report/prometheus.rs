@@ -224,6 +224,7 @@ pub async fn report(
         trends,
         data_from,
         time_zone: TimeZone::UTC,
+        model_changes: Vec::new(),
     })
 }
 

@@ -81,6 +81,7 @@ fn report() -> Report {
         }],
         data_from: Some(t0 - Duration::from_secs(7 * 86_400)),
         time_zone: TimeZone::UTC,
+        model_changes: Vec::new(),
     }
 }
 

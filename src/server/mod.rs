@@ -9,6 +9,8 @@
 //! - `GET /api/v1/alerts`: active alerts (firing, and resolved in the last 15 minutes).
 //! - `GET /api/v1/results?probe=&location=&since=&until=&limit=&cursor=`: run history,
 //!   oldest first, paginated by an opaque cursor.
+//! - `GET /api/v1/model_changes?probe=&location=&since=&until=&limit=`: changes of the
+//!   served model, oldest first (events, not failures).
 //! - `GET /`: the status page; `GET /probes/{name}`: one probe with its recent runs
 //!   (rendered by [`page`]).
 //!
@@ -138,6 +140,7 @@ pub async fn serve(
         .route("/", get(status_page))
         .route("/probes/{name}", get(probe_page))
         .route("/api/v1/results", get(results))
+        .route("/api/v1/model_changes", get(model_changes))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -535,6 +538,31 @@ async fn results(State(s): State<ServerState>, RawQuery(raw): RawQuery) -> Respo
         "complete_until": humantime::format_rfc3339_millis(complete_until).to_string(),
         "next_cursor": page.next.map(Cursor::encode),
         "next": next,
+    });
+    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// `/api/v1/model_changes`: the results' parameters (a cursor is refused: the changes
+/// of a window are few, `limit` of them at most).
+async fn model_changes(State(s): State<ServerState>, RawQuery(raw): RawQuery) -> Response {
+    let (q, cursor, limit) = match results_query(raw.as_deref(), SystemTime::now()) {
+        Ok(q) => q,
+        Err(message) => return (StatusCode::BAD_REQUEST, format!("{message}\n")).into_response(),
+    };
+    if cursor.is_some() {
+        return (StatusCode::BAD_REQUEST, "cursor: model changes are not paged\n").into_response();
+    }
+    let (history, q2) = (s.history.clone(), q.clone());
+    let changes = match tokio::task::spawn_blocking(move || history.model_changes(&q2, limit)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return history_error(&e),
+        Err(e) => return internal(&e.to_string()),
+    };
+    let body = serde_json::json!({
+        "since": humantime::format_rfc3339_millis(q.since).to_string(),
+        "until": humantime::format_rfc3339_millis(q.until).to_string(),
+        "count": changes.len(),
+        "model_changes": changes.iter().map(crate::store::ModelChange::to_json).collect::<Vec<_>>(),
     });
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }

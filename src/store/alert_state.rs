@@ -133,6 +133,8 @@ impl AlertStore {
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         conn.execute_batch(super::history::SCHEMA).map_err(open_err)?;
         super::history::migrate(&conn).map_err(open_err)?;
+        conn.execute_batch(super::model_changes::SCHEMA)
+            .map_err(open_err)?;
         Ok(AlertStore {
             path,
             conn: Mutex::new(conn),
@@ -144,7 +146,7 @@ impl AlertStore {
         &self.path
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub(super) fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves SQLite consistent (the transaction
         // rolls back on drop), so a poisoned lock is safe to take over.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())

@@ -37,6 +37,7 @@ mod hostile;
 mod hostile_input;
 mod hostile_listener;
 mod kinds;
+mod model_swap;
 mod native_histograms;
 mod never_freeze;
 mod new_user;

@@ -106,16 +106,20 @@ async fn the_default_detail_keeps_every_probe_within_its_series_budget() {
     // Skipped ticks appear at the first skip, like failure reasons.
     const LLM: usize = 4 + 12 + 12 + 2;
     const WHOLE_BODY: usize = 4 + 12;
+    // The served model's info series (issue 28): one per probe whose server says which
+    // model answered; the simulator's TGI names none and serves no /info, its KServe no
+    // model metadata.
+    const INFO: usize = 1;
     let expected = pinned(
         12,
         &[
-            (Kind::OpenAiChat, LLM),
-            (Kind::OpenAiCompletions, LLM),
-            (Kind::OpenAiResponses, LLM),
-            (Kind::Ollama, LLM),
+            (Kind::OpenAiChat, LLM + INFO),
+            (Kind::OpenAiCompletions, LLM + INFO),
+            (Kind::OpenAiResponses, LLM + INFO),
+            (Kind::Ollama, LLM + INFO),
             (Kind::Tgi, LLM),
-            (Kind::LlamaCpp, LLM),
-            (Kind::Anthropic, LLM),
+            (Kind::LlamaCpp, LLM + INFO),
+            (Kind::Anthropic, LLM + INFO),
             (Kind::KserveV2, WHOLE_BODY),
             (Kind::KserveV2Grpc, WHOLE_BODY),
             (Kind::GrpcHealth, WHOLE_BODY),
@@ -123,8 +127,9 @@ async fn the_default_detail_keeps_every_probe_within_its_series_budget() {
         ],
     );
     assert_eq!(counts, expected);
-    // Issue 15's budget at steady state (each failure reason or a skipped tick seen adds one).
-    assert!(counts.values().all(|n| *n <= 30), "{counts:?}");
+    // Issue 15's budget at steady state (each failure reason or a skipped tick seen adds
+    // one), and the model info series issue 28 added.
+    assert!(counts.values().all(|n| *n <= 30 + INFO), "{counts:?}");
 }
 
 /// `full`: every series, runs and TTFT split by prompt length (the built-in prompts
@@ -145,17 +150,19 @@ async fn the_full_detail_is_counted_too() {
     const LLM: usize = 3 + 3 + 36 + 12 + 18 + 16 + 16 + 15 + 24 + 2;
     // runs, up, two timestamps; e2e 12, TTFB 18, phases 2 x 12.
     const WHOLE_BODY: usize = 4 + 12 + 18 + 24;
+    // The served model's info series, as at the default detail.
+    const INFO: usize = 1;
     let expected = pinned(
         28,
         &[
-            (Kind::OpenAiChat, LLM),
-            (Kind::OpenAiCompletions, LLM),
-            (Kind::OpenAiResponses, LLM),
+            (Kind::OpenAiChat, LLM + INFO),
+            (Kind::OpenAiCompletions, LLM + INFO),
+            (Kind::OpenAiResponses, LLM + INFO),
             // Ollama's four server-reported stages, llama.cpp's two, 18 series each.
-            (Kind::Ollama, LLM + 4 * 18),
+            (Kind::Ollama, LLM + 4 * 18 + INFO),
             (Kind::Tgi, LLM),
-            (Kind::LlamaCpp, LLM + 2 * 18),
-            (Kind::Anthropic, LLM),
+            (Kind::LlamaCpp, LLM + 2 * 18 + INFO),
+            (Kind::Anthropic, LLM + INFO),
             // The readiness request is a phase too.
             (Kind::KserveV2, WHOLE_BODY + 12),
             // The same over gRPC: ModelReady is its phase.
@@ -195,7 +202,7 @@ async fn a_reload_to_the_default_detail_leaves_no_stale_series() {
         assert!(!basic.contains(gone), "{gone} left after the reload:\n{basic}");
     }
     let counts = count(&basic);
-    assert_eq!(counts["openai_chat"], 4 + 12 + 12 + 2, "{basic}");
+    assert_eq!(counts["openai_chat"], 4 + 12 + 12 + 2 + 1, "{basic}");
     assert_eq!(counts["http"], 4 + 12, "{basic}");
 }
 
