@@ -254,6 +254,9 @@ pub struct Observation {
     /// Which model answered, as far as the server says (the response's `model` and
     /// `system_fingerprint`, and the server's identity fetched after the run).
     pub served: Served,
+    /// The output tokens of the generation `marks` time, where the run had two (a tool
+    /// call answered in a next turn: `output_tokens` is both turns'); TPOT divides by it.
+    pub turn_tokens: Option<u64>,
     /// `Ok` for a successful run.
     pub result: Result<(), Failure>,
 }
@@ -277,6 +280,7 @@ impl Observation {
             finish_reason: None,
             note: None,
             served: Served::default(),
+            turn_tokens: None,
             result: Ok(()),
         }
     }
@@ -331,7 +335,7 @@ impl Observation {
     /// Decode time per output token: (last token - first token) / (N - 1), defined for
     /// N >= 2 only. Robust to events that carry several tokens.
     pub fn tpot(&self) -> Option<Duration> {
-        let n = self.output_tokens?;
+        let n = self.turn_tokens.or(self.output_tokens)?;
         if n < 2 {
             return None;
         }

@@ -25,6 +25,8 @@ pub(crate) struct Answered<'a> {
     pub finish_reason: Option<&'a str>,
     /// The request's output cap.
     pub max_tokens: u32,
+    /// The output tokens, as the server counted them (or the content events).
+    pub output_tokens: Option<u64>,
 }
 
 /// The answer checks of one run: the prompt's own (a canary's known answer or the user's
@@ -210,7 +212,12 @@ fn degenerate(answered: Answered<'_>) -> Option<String> {
     if let Some((phrase, times)) = looping_tail(answered.text) {
         return Some(format!("the answer repeats {phrase:?} {times} times at its end"));
     }
-    (answered.finish_reason == Some("length")).then(|| {
+    // Some servers call an answer cut at the cap complete (llama-server's Responses API
+    // says `completed`): the count says it ran to the cap all the same.
+    let at_cap = answered
+        .output_tokens
+        .is_some_and(|n| n >= u64::from(answered.max_tokens));
+    (answered.finish_reason == Some("length") || at_cap).then(|| {
         format!(
             "the answer ran to max_tokens ({}) instead of stopping",
             answered.max_tokens
@@ -267,6 +274,7 @@ mod tests {
             text,
             finish_reason: Some(finish),
             max_tokens: 64,
+            output_tokens: Some(3),
         };
         check_answer(prompt, &Expect::default(), answered)
     }

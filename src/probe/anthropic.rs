@@ -19,11 +19,12 @@ use std::sync::Arc;
 use super::endpoint;
 use super::framing::Event;
 use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
-use super::tools::{Tool, ToolCallDelta};
+use super::tools::{Call, Tool, ToolCallDelta};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
 use crate::outcome::{Failure, FailureReason, Observation};
+use crate::payload::Prompt;
 
 /// `anthropic` takes the keys every LLM kind takes (prompts, `max_tokens`, images), and
 /// tools.
@@ -89,14 +90,45 @@ impl Probe for AnthropicProbe {
             stream: true,
         })
         .expect("plain structs serialize");
+        let next = |call: &Call, result: &str| self.next_turn(prompt, call, result);
         g.run(
             limits,
             Bytes::from(body),
             (prompt, &images),
             &PROTOCOL,
             parse_event,
+            Some(&next),
         )
         .await
+    }
+}
+
+impl AnthropicProbe {
+    /// The messages after a tool call: the question, the assistant's `tool_use` block,
+    /// and the user's `tool_result` (the text only: images are not sent again).
+    fn next_turn(&self, prompt: &Prompt, call: &Call, result: &str) -> Bytes {
+        let g = &self.generation;
+        let mut body = serde_json::json!({
+            "model": g.model,
+            "max_tokens": g.max_tokens,
+            "messages": [
+                {"role": "user", "content": &*prompt.text},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": call.id(), "name": call.name, "input": call.arguments_value()},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": call.id(), "content": result},
+                ]},
+            ],
+            "stream": true,
+        });
+        if prompt.deterministic() {
+            body["temperature"] = 0.0.into();
+        }
+        if let Some(t) = &g.tools {
+            body["tools"] = t.tools.iter().map(Tool::anthropic_json).collect();
+        }
+        Bytes::from(body.to_string())
     }
 }
 

@@ -17,7 +17,7 @@ use super::answer::{Answered, check_answer, check_schema};
 use super::endpoint::{Endpoint, check_output, timeout_failure};
 use super::framing::{Decoder, Event};
 use super::structured::ResponseFormat;
-use super::tools::{ToolCallDelta, ToolCalls, ToolSpec, check_tool_calls};
+use super::tools::{Call, ToolCallDelta, ToolCalls, ToolSpec, check_tool_calls};
 use super::{BuildContext, BuildError, RunContext, RunLimits};
 use crate::config::{Common, Expect, Images, ProbeConfig, Prompts};
 use crate::net::{BodyError, BodyStream, ResponseStream};
@@ -110,70 +110,49 @@ impl Generation {
     /// stream in the protocol's content type, read its events with `parse` up to the
     /// terminator, make sure the answer and the HTTP body are complete, then apply the
     /// `expect` checks. The clock starts after the request is built.
+    ///
+    /// With `next_turn` (a kind with tools) and a `tool_result` configured, a valid tool
+    /// call is answered: `next_turn` writes the conversation with the call and its result,
+    /// and the answer to that is the one the answer checks judge (see [`Generation::answer_the_call`]).
     pub async fn run(
         &self,
         limits: &RunLimits,
         body: Bytes,
         (prompt, images): (&Prompt, &[Arc<Image>]),
         protocol: &Protocol,
-        parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
+        mut parse: impl FnMut(&Event) -> Result<EventFacts, Failure>,
+        next_turn: Option<&NextTurn<'_>>,
     ) -> Observation {
-        let request = self.endpoint.request(&http::Method::POST, body);
         let cx = &limits.start();
         let mut obs = Observation::new(cx.start);
         obs.prompt_bucket = prompt.bucket.as_str();
         obs.image_bucket = bucket_of(images);
-        let Some(mut response) = self
-            .endpoint
-            .open(
-                request,
-                cx,
-                &mut obs,
-                cx.first_token_deadline,
-                FailureReason::TimeoutFirstToken,
-            )
+        let Some((streamed, body_end)) = self
+            .exchange(body, cx, &mut obs, protocol, &prompt.text, &mut parse)
             .await
         else {
             return obs;
         };
-        if !check_content_type(&response, protocol.framing.content_type(), &mut obs) {
-            return obs;
-        }
-        // The server took the prompt: it counts from here, even if the stream breaks. Our
-        // estimate until the server's own count arrives (read_events replaces it).
-        (obs.input_tokens, obs.input_token_source) = (
-            Some(estimate_input_tokens(&prompt.text)),
-            Some(TokenSource::Estimated),
-        );
-        let Some(streamed) = read_events(
-            &mut response.body,
-            protocol,
-            cx,
-            &mut obs,
-            self.endpoint.redactor(),
-            parse,
-        )
-        .await
-        else {
-            return obs;
-        };
-        // The answer is complete only if its HTTP message is: read on to the end of the
-        // body, outside the measured total (the end mark is already the terminator).
-        let grace = cx.deadline.min(tokio::time::Instant::now() + BODY_END_GRACE);
-        let body_end = response.body.finish(grace).await;
-        obs.bytes_received = response.body.received();
         obs.finish_reason = streamed.finish_reason.clone();
         let expect = self.endpoint.expect();
-        let answered = Answered {
-            text: &streamed.text,
-            finish_reason: streamed.finish_reason.as_deref(),
-            max_tokens: self.max_tokens,
-        };
+        let answer_next = next_turn.zip(self.tools.as_ref().and_then(|t| t.result.as_deref()));
         obs.result = check_complete(protocol, &streamed, body_end)
             .and_then(|()| {
+                let text = if answer_next.is_some() { "" } else { &streamed.text };
+                let empty_expect = Expect {
+                    non_empty: expect.non_empty,
+                    min_output_tokens: expect.min_output_tokens,
+                    ..Expect::default()
+                };
+                // With a next turn, the answer's text checks wait for the final answer.
+                let checks = if answer_next.is_some() {
+                    &empty_expect
+                } else {
+                    expect
+                };
                 check_output(
-                    expect,
-                    &streamed.text,
+                    checks,
+                    text,
                     streamed.content_events > 0,
                     obs.output_tokens,
                     FailureReason::WrongAnswer,
@@ -184,21 +163,191 @@ impl Generation {
             .and_then(|()| match &self.tools {
                 Some(tools) => check_tool_calls(tools, &streamed.tool_calls, &streamed.text),
                 None => Ok(()),
-            })
-            .and_then(
-                |()| match self.response_format.as_ref().and_then(ResponseFormat::schema) {
-                    Some(schema) => check_schema(schema, &streamed.text).map_err(|what| {
-                        Failure::new(
-                            FailureReason::WrongAnswer,
-                            format!("{what}, with the schema asked for in response_format"),
-                        )
-                    }),
-                    None => Ok(()),
-                },
-            )
-            .and_then(|()| check_answer(prompt, expect, answered));
+            });
+        match answer_next {
+            Some((write, result)) if obs.result.is_ok() => {
+                let call = self.called(&streamed);
+                let body = write(call, result);
+                self.answer_the_call(body, cx, &mut obs, (prompt, protocol), &mut parse)
+                    .await;
+            }
+            Some(_) => {}
+            None => {
+                obs.result = obs
+                    .result
+                    .and_then(|()| self.check_answer(prompt, &streamed, obs.output_tokens))
+            }
+        }
         self.endpoint.redact(&mut obs);
         obs
+    }
+
+    /// The answer checks of a final answer: the answer's format, the prompt's own check
+    /// and the probe's answer keys.
+    fn check_answer(
+        &self,
+        prompt: &Prompt,
+        streamed: &Streamed,
+        output_tokens: Option<u64>,
+    ) -> Result<(), Failure> {
+        if let Some(schema) = self.response_format.as_ref().and_then(ResponseFormat::schema) {
+            check_schema(schema, &streamed.text).map_err(|what| {
+                Failure::new(
+                    FailureReason::WrongAnswer,
+                    format!("{what}, with the schema asked for in response_format"),
+                )
+            })?;
+        }
+        let answered = Answered {
+            text: &streamed.text,
+            finish_reason: streamed.finish_reason.as_deref(),
+            max_tokens: self.max_tokens,
+            output_tokens,
+        };
+        check_answer(prompt, self.endpoint.expect(), answered)
+    }
+
+    /// The call the next turn answers: the expected tool's, else the first.
+    fn called<'a>(&self, streamed: &'a Streamed) -> &'a Call {
+        let expected = self.tools.as_ref().and_then(|t| t.expected.as_deref());
+        let mut calls = streamed.tool_calls.calls();
+        let first = calls.next().expect("checked: a call was made");
+        std::iter::once(first)
+            .chain(calls)
+            .find(|c| Some(c.name.as_str()) == expected)
+            .unwrap_or(first)
+    }
+
+    /// The next turn: the tool's result sent back, its answer read and judged. Where a
+    /// broken chat template shows: a 400, an empty or senseless answer after a call. The
+    /// run's phases, TTFT and gaps stay the first turn's; its end is the final answer's, so
+    /// `total` is the whole exchange as an agent's user waits for it; tokens are both
+    /// turns' (what the run costs), and TPOT keeps the first turn's count.
+    async fn answer_the_call(
+        &self,
+        body: Bytes,
+        cx: &RunContext,
+        obs: &mut Observation,
+        (prompt, protocol): (&Prompt, &Protocol),
+        parse: &mut impl FnMut(&Event) -> Result<EventFacts, Failure>,
+    ) {
+        let start = Instant::now();
+        let mut turn = Observation::new(start);
+        let turn_cx = RunContext {
+            start,
+            deadline: cx.deadline,
+            first_token_deadline: cx.deadline,
+            trace: cx.trace,
+        };
+        let first_tokens = obs.output_tokens;
+        let exchanged = self
+            .exchange(body, &turn_cx, &mut turn, protocol, "", parse)
+            .await;
+        obs.bytes_received += turn.bytes_received;
+        obs.turn_tokens = first_tokens;
+        obs.output_tokens = sum(obs.output_tokens, turn.output_tokens);
+        obs.input_tokens = sum(obs.input_tokens, turn.input_tokens);
+        obs.marks.end = turn.marks.end;
+        let next = |f: Failure| {
+            Failure::new(
+                f.reason,
+                format!("the next turn (the tool's result sent back): {}", f.message),
+            )
+        };
+        let Some((streamed, body_end)) = exchanged else {
+            obs.marks.end = None;
+            obs.result = turn.result.map_err(next);
+            return;
+        };
+        obs.finish_reason = streamed.finish_reason.clone();
+        let (ttft, total) = (turn.ttft(), turn.total());
+        let took = |d: Option<std::time::Duration>| d.map_or("-".to_owned(), |d| format!("{:.0?}", d));
+        let note = format!(
+            "the next turn answered with its first token after {} and in full after {}",
+            took(ttft),
+            took(total)
+        );
+        obs.note = Some(match obs.note.take() {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
+        });
+        obs.result = check_complete(protocol, &streamed, body_end)
+            .and_then(|()| {
+                if streamed.text.trim().is_empty() && !streamed.tool_calls.is_empty() {
+                    return Err(Failure::new(
+                        FailureReason::InvalidToolCall,
+                        "it called a tool again instead of answering",
+                    ));
+                }
+                check_output(
+                    self.endpoint.expect(),
+                    &streamed.text,
+                    !streamed.text.trim().is_empty(),
+                    turn.output_tokens,
+                    FailureReason::WrongAnswer,
+                )
+            })
+            .and_then(|()| self.check_answer(prompt, &streamed, turn.output_tokens))
+            .map_err(next);
+    }
+
+    /// Sends `body` and reads the stream to its end: the response head and content type,
+    /// the events, and the end of the HTTP body (outside the measured total).
+    async fn exchange(
+        &self,
+        body: Bytes,
+        cx: &RunContext,
+        obs: &mut Observation,
+        protocol: &Protocol,
+        prompt_text: &str,
+        parse: &mut impl FnMut(&Event) -> Result<EventFacts, Failure>,
+    ) -> Option<(Streamed, Result<(), BodyError>)> {
+        let request = self.endpoint.request(&http::Method::POST, body);
+        let mut response = self
+            .endpoint
+            .open(
+                request,
+                cx,
+                obs,
+                cx.first_token_deadline,
+                FailureReason::TimeoutFirstToken,
+            )
+            .await?;
+        if !check_content_type(&response, protocol.framing.content_type(), obs) {
+            return None;
+        }
+        // The server took the prompt: it counts from here, even if the stream breaks. Our
+        // estimate until the server's own count arrives (read_events replaces it).
+        (obs.input_tokens, obs.input_token_source) = (
+            Some(estimate_input_tokens(prompt_text)),
+            Some(TokenSource::Estimated),
+        );
+        let streamed = read_events(
+            &mut response.body,
+            protocol,
+            cx,
+            obs,
+            self.endpoint.redactor(),
+            &mut *parse,
+        )
+        .await?;
+        // The answer is complete only if its HTTP message is: read on to the end of the
+        // body, outside the measured total (the end mark is already the terminator).
+        let grace = cx.deadline.min(tokio::time::Instant::now() + BODY_END_GRACE);
+        let body_end = response.body.finish(grace).await;
+        obs.bytes_received = response.body.received();
+        Some((streamed, body_end))
+    }
+}
+
+/// What writes a kind's next turn: the conversation with the model's call and the tool's
+/// result (the JSON text configured as `tool_result`).
+pub(crate) type NextTurn<'a> = dyn Fn(&Call, &str) -> Bytes + Sync + 'a;
+
+fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     }
 }
 

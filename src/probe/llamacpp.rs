@@ -71,6 +71,7 @@ impl Probe for LlamaCppProbe {
                 (prompt, &images),
                 &PROTOCOL,
                 parse_event,
+                None,
             )
             .await
     }

@@ -18,8 +18,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::framing::Event;
+use super::generation::NextTurn;
 use super::generation::{EventFacts, Framing, Generation, GenerationSpec, Protocol, normalize_finish_reason};
-use super::tools::{self, Tool, ToolCallDelta};
+use super::tools::{self, Call, Tool, ToolCallDelta};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Diagnostics, KindKeys, ProbeConfig};
@@ -112,9 +113,37 @@ impl Probe for OllamaProbe {
     async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(prompt, &images);
+        let next = |call: &Call, result: &str| self.next_turn(prompt, call, result);
+        let next: Option<&NextTurn<'_>> = (!self.generate).then_some(&next);
         self.generation
-            .run(limits, body, (prompt, &images), &PROTOCOL, parse_line)
+            .run(limits, body, (prompt, &images), &PROTOCOL, parse_line, next)
             .await
+    }
+}
+
+impl OllamaProbe {
+    /// The messages after a tool call: the question, the assistant's call (arguments as
+    /// an object), and the `tool` message with the result (the text only: images are not
+    /// sent again).
+    fn next_turn(&self, prompt: &Prompt, call: &Call, result: &str) -> Bytes {
+        let g = &self.generation;
+        let body = serde_json::json!({
+            "model": g.model,
+            "messages": [
+                {"role": "user", "content": &*prompt.text},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"function": {"name": call.name, "arguments": call.arguments_value()}},
+                ]},
+                {"role": "tool", "content": result, "tool_name": call.name},
+            ],
+            "tools": g.tools.as_ref().map(|t| t.tools.iter().map(Tool::openai_json).collect::<Vec<_>>()),
+            "stream": true,
+            "options": Options {
+                num_predict: g.max_tokens,
+                temperature: prompt.deterministic().then_some(0.0),
+            },
+        });
+        Bytes::from(body.to_string())
     }
 }
 

@@ -33,7 +33,7 @@ use super::generation::{
     EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
 };
 use super::structured::ResponseFormat;
-use super::tools::{Tool, ToolCallDelta};
+use super::tools::{Call, Tool, ToolCallDelta};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::{Diagnostics, Kind, KindKeys, ProbeConfig};
@@ -141,9 +141,41 @@ impl Probe for OpenAiProbe {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(prompt, &images);
         let chat = self.api == Api::Chat;
+        let next = |call: &Call, result: &str| self.next_turn(prompt, call, result);
         self.generation
-            .run(limits, body, (prompt, &images), &CHAT, |e| parse_event(e, chat))
+            .run(
+                limits,
+                body,
+                (prompt, &images),
+                &CHAT,
+                |e| parse_event(e, chat),
+                Some(&next),
+            )
             .await
+    }
+}
+
+impl OpenAiProbe {
+    /// The conversation after a tool call: the question, the assistant's call, the
+    /// tool's result (the text only: images are not sent again).
+    fn next_turn(&self, prompt: &Prompt, call: &Call, result: &str) -> Bytes {
+        let g = &self.generation;
+        let body = serde_json::json!({
+            "model": g.model,
+            "messages": [
+                {"role": "user", "content": &*prompt.text},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": call.id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments}},
+                ]},
+                {"role": "tool", "tool_call_id": call.id(), "content": result},
+            ],
+            "max_tokens": g.max_tokens,
+            "temperature": prompt.deterministic().then_some(0.0),
+            "tools": g.tools.as_ref().map(|t| t.tools.iter().map(Tool::openai_json).collect::<Vec<_>>()),
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        Bytes::from(body.to_string())
     }
 }
 

@@ -30,7 +30,7 @@ use super::framing::Event;
 use super::generation::{
     EventFacts, Framing, Generation, GenerationSpec, JSON_IN_SSE_OUT, Protocol, normalize_finish_reason,
 };
-use super::tools::ToolCallDelta;
+use super::tools::{Call, Tool, ToolCallDelta};
 use super::{BuildContext, BuildError};
 use super::{Probe, RunLimits};
 use crate::config::ProbeConfig;
@@ -79,16 +79,10 @@ impl ResponsesProbe {
             },
             max_output_tokens: g.max_tokens,
             temperature,
-            tools: g.tools.as_ref().map(|t| {
-                t.tools
-                    .iter()
-                    .map(|tool| {
-                        let mut f = tool.function_json();
-                        f["type"] = "function".into();
-                        f
-                    })
-                    .collect()
-            }),
+            tools: g
+                .tools
+                .as_ref()
+                .map(|t| t.tools.iter().map(responses_tool).collect()),
             text: g
                 .response_format
                 .as_ref()
@@ -110,10 +104,50 @@ impl Probe for ResponsesProbe {
     async fn run(&self, limits: &RunLimits) -> Observation {
         let (prompt, images) = self.generation.next_input();
         let body = self.request_body(prompt, &images);
+        let next = |call: &Call, result: &str| self.next_turn(prompt, call, result);
         self.generation
-            .run(limits, body, (prompt, &images), &RESPONSES, parse_responses_event)
+            .run(
+                limits,
+                body,
+                (prompt, &images),
+                &RESPONSES,
+                parse_responses_event,
+                Some(&next),
+            )
             .await
     }
+}
+
+impl ResponsesProbe {
+    /// The input after a tool call: the question, the `function_call` item, and its
+    /// `function_call_output` (the text only: images are not sent again).
+    fn next_turn(&self, prompt: &Prompt, call: &Call, result: &str) -> Bytes {
+        let g = &self.generation;
+        let mut body = serde_json::json!({
+            "model": g.model,
+            "input": [
+                {"role": "user", "content": &*prompt.text},
+                {"type": "function_call", "call_id": call.id(), "name": call.name, "arguments": call.arguments},
+                {"type": "function_call_output", "call_id": call.id(), "output": result},
+            ],
+            "max_output_tokens": g.max_tokens,
+            "stream": true,
+        });
+        if prompt.deterministic() {
+            body["temperature"] = 0.0.into();
+        }
+        if let Some(t) = &g.tools {
+            body["tools"] = t.tools.iter().map(responses_tool).collect();
+        }
+        Bytes::from(body.to_string())
+    }
+}
+
+/// A function as the Responses API takes it: flat, with `type: function` beside it.
+fn responses_tool(tool: &Tool) -> serde_json::Value {
+    let mut f = tool.function_json();
+    f["type"] = "function".into();
+    f
 }
 
 #[derive(Serialize)]

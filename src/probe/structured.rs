@@ -142,6 +142,11 @@ pub(crate) struct AnswerKeys {
     tools: Option<Vec<RawTool>>,
     /// The name of the tool the model must call (default: any of `tools`).
     tool_call: Option<String>,
+    /// What the called tool returns (a mapping, or text): sent back in a next turn, whose
+    /// answer is then the one `expect` and the prompt's check judge. Where broken chat
+    /// templates show.
+    #[schemars(with = "Option<serde_json::Value>")]
+    tool_result: Option<serde_json::Value>,
     /// openai_chat, openai_responses: the answer's format, as OpenAI writes it:
     /// `{type: json_schema, json_schema: {name, schema, strict}}` or `{type: json_object}`.
     /// With a schema, the answer is checked against it (`wrong_answer`).
@@ -157,7 +162,7 @@ pub(crate) fn check_answer_keys(
 ) -> Option<GenerationSpec> {
     let KindKeys { common, own } = keys;
     let keys = KindKeys { common, own: () };
-    let tools = check_tools(cx, &keys, own.tools, own.tool_call);
+    let tools = check_tools(cx, &keys, own.tools, own.tool_call, own.tool_result);
     let format = check_response_format(cx, &keys, own.response_format);
     let (tools, format) = (tools.ok()?, format.ok()?);
     let mut spec = GenerationSpec::from_common(keys.common)?;

@@ -65,6 +65,7 @@ impl Probe for TgiProbe {
                 (prompt, &images),
                 &PROTOCOL,
                 parse_event,
+                None,
             )
             .await
     }

@@ -62,6 +62,9 @@ pub struct ToolSpec {
     pub tools: Vec<Tool>,
     /// `tool_call`: the name the model must call (else any declared tool will do).
     pub expected: Option<String>,
+    /// `tool_result`: the result (JSON text) sent back in a next turn, whose answer the
+    /// answer checks judge; `None` for a probe that stops at the call.
+    pub result: Option<String>,
 }
 
 /// One tool as written: OpenAI's shape (`{type: function, function: {...}}`) or just the
@@ -108,6 +111,11 @@ pub(crate) struct ToolKeys {
     pub(crate) tools: Option<Vec<RawTool>>,
     /// The name of the tool the model must call (default: any of `tools`).
     pub(crate) tool_call: Option<String>,
+    /// What the called tool returns (a mapping, or text): sent back in a next turn, whose
+    /// answer is then the one `expect` and the prompt's check judge. Where broken chat
+    /// templates show.
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub(crate) tool_result: Option<serde_json::Value>,
 }
 
 impl OwnKeys for ToolKeys {}
@@ -116,7 +124,7 @@ impl OwnKeys for ToolKeys {}
 pub(crate) fn check_tool_keys(cx: &mut Diagnostics, keys: KindKeys<'_, ToolKeys>) -> Option<GenerationSpec> {
     let KindKeys { common, own } = keys;
     let keys = KindKeys { common, own: () };
-    let tools = check_tools(cx, &keys, own.tools, own.tool_call).ok()?;
+    let tools = check_tools(cx, &keys, own.tools, own.tool_call, own.tool_result).ok()?;
     let mut spec = GenerationSpec::from_common(keys.common)?;
     spec.tools = tools;
     Some(spec)
@@ -128,10 +136,17 @@ pub(crate) fn check_tools<K>(
     keys: &KindKeys<'_, K>,
     raw: Option<Vec<RawTool>>,
     tool_call: Option<String>,
+    tool_result: Option<serde_json::Value>,
 ) -> Result<Option<ToolSpec>, ()> {
     let Some(raw) = raw else {
-        if tool_call.is_some() {
-            keys.error(cx, "tool_call", "needs `tools`, the functions the model may call");
+        let without = [
+            ("tool_call", tool_call.is_some()),
+            ("tool_result", tool_result.is_some()),
+        ];
+        for (key, _) in without.iter().filter(|(_, set)| *set) {
+            keys.error(cx, key, "needs `tools`, the functions the model may call");
+        }
+        if without.iter().any(|(_, set)| *set) {
             return Err(());
         }
         return Ok(None);
@@ -204,6 +219,10 @@ pub(crate) fn check_tools<K>(
     Ok(Some(ToolSpec {
         tools,
         expected: tool_call,
+        result: tool_result.map(|r| match r {
+            serde_json::Value::String(text) => text,
+            other => other.to_string(),
+        }),
     }))
 }
 
@@ -242,6 +261,20 @@ pub(crate) struct Call {
     pub arguments: String,
     /// Pieces past [`MAX_ARGUMENT_BYTES`] were dropped.
     capped: bool,
+}
+
+impl Call {
+    /// The call's id, for the tool's result to name (`call_1` where the server gave none,
+    /// as Ollama does).
+    pub(crate) fn id(&self) -> &str {
+        self.id.as_deref().unwrap_or("call_1")
+    }
+
+    /// The arguments as a JSON value (an empty object for none): the protocols that send
+    /// the call back as an object (Anthropic's `input`, Ollama's `arguments`) need it so.
+    pub(crate) fn arguments_value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.arguments).unwrap_or_else(|_| serde_json::json!({}))
+    }
 }
 
 impl ToolCalls {
@@ -380,6 +413,7 @@ pub(crate) mod tests {
                 tool("get_time", json!({"type": "object", "properties": {}})),
             ],
             expected: None,
+            result: None,
         }
     }
 

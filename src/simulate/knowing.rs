@@ -19,6 +19,11 @@ pub(super) enum KnownReply {
 
 /// The answer a request asks for, if it asks for one.
 pub(super) fn reply_for(body: &Value) -> Option<KnownReply> {
+    // The tool's result sent back: the answer uses it, as a model with a working chat
+    // template does.
+    if let Some(result) = tool_result(body) {
+        return Some(KnownReply::Text(thirds(&format!("The tool says: {result}"))));
+    }
     if let Some(tool) = body
         .get("tools")
         .and_then(Value::as_array)
@@ -64,6 +69,30 @@ pub(super) fn reply_for(body: &Value) -> Option<KnownReply> {
         Known::Characters(c) => c.to_owned(),
     };
     Some(KnownReply::Text(thirds(&text)))
+}
+
+/// The tool's result, where the conversation ends with one: a `tool` message (OpenAI chat,
+/// Ollama), a `function_call_output` item (Responses), a `tool_result` block (Anthropic).
+fn tool_result(body: &Value) -> Option<String> {
+    let last = body
+        .get("messages")
+        .or_else(|| body.get("input"))
+        .and_then(Value::as_array)?
+        .last()?;
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if last.get("role").and_then(Value::as_str) == Some("tool") {
+        return last.get("content").map(text);
+    }
+    if last.get("type").and_then(Value::as_str) == Some("function_call_output") {
+        return last.get("output").map(text);
+    }
+    let block = last.get("content")?.as_array()?.first()?;
+    (block.get("type").and_then(Value::as_str) == Some("tool_result"))
+        .then(|| block.get("content").map(text))
+        .flatten()
 }
 
 /// The prompt: the last message's text (chat, Anthropic, Ollama), the Responses API's

@@ -387,3 +387,78 @@ async fn checked_prompts_go_at_temperature_zero_with_tools_in_each_kinds_shape()
         Some(&serde_json::json!("string"))
     );
 }
+
+/// The next turn: with `tool_result`, the call is answered with the tool's result and the
+/// final answer is the one judged. Against the simulator (answering right) every kind
+/// passes, the whole exchange timed as the run's total.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_turn_sends_the_result_back_and_judges_the_final_answer() {
+    let sim = simulator(quick()).await;
+    for (kind, path) in TOOL_KINDS {
+        let o = run_probe(&format!(
+            "name: t\nkind: {kind}\nurl: http://{}{path}\nmodel: m\nprompts: [\"What is the weather in Paris?\"]\n{WEATHER}tool_result: {{temperature_c: 18, sky: clear}}\nexpect: {{contains: '\"temperature_c\":18'}}\n",
+            sim.addr
+        ))
+        .await;
+        let obs = &o.observation;
+        assert!(obs.success(), "{kind}: {:?}", obs.result);
+        let note = obs.note.as_deref().unwrap_or_default();
+        assert!(note.contains("the next turn answered"), "{kind}: {note}");
+        // Two requests, the second one carrying the result; total covers both.
+        assert!(obs.total().unwrap() > obs.ttft().unwrap(), "{kind}");
+    }
+    let bodies: Vec<String> = sim.log.records().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(bodies.len(), 2 * TOOL_KINDS.len(), "{bodies:?}");
+}
+
+/// What a broken template does on the next turn: a 400 (the history does not render), or
+/// an empty answer. Each fails with its reason, the message saying it was the next turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_next_turn_that_breaks_fails_and_says_so() {
+    let call = tool_call_events("openai_chat", "get_weather", &["{\"city\": \"Paris\"}"]);
+    let empty = [
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let second_replies = [
+        (
+            reply(
+                400,
+                "{\"error\": {\"message\": \"Jinja template error: unknown role tool\", \"type\": \"invalid_request_error\"}}",
+            ),
+            FailureReason::Http4xx,
+            "template error",
+        ),
+        (
+            chunked_reply("text/event-stream", &empty, BodyEnd::LastChunk),
+            FailureReason::EmptyOutput,
+            "no generated output",
+        ),
+    ];
+    for (second, reason, words) in second_replies {
+        let parts: Vec<&str> = call.iter().map(String::as_str).collect();
+        let first = chunked_reply("text/event-stream", &parts, BodyEnd::LastChunk);
+        let addr = answering_server(move |r| {
+            let body = String::from_utf8_lossy(&r.body);
+            if body.contains("\"role\":\"tool\"") {
+                second.clone()
+            } else {
+                first.clone()
+            }
+        });
+        let o = run_probe(&format!(
+            "name: t\nkind: openai_chat\nurl: http://{addr}/v1/chat/completions\nmodel: m\ntimeout: 2s\nprompts: [\"What is the weather in Paris?\"]\n{WEATHER}tool_result: '{{\"temperature_c\": 18}}'\n"
+        ))
+        .await;
+        let f = o.observation.failure().unwrap();
+        assert_eq!(f.reason, reason, "{}", f.message);
+        assert!(
+            f.message
+                .starts_with("the next turn (the tool's result sent back): "),
+            "{}",
+            f.message
+        );
+        assert!(f.message.contains(words), "{}", f.message);
+    }
+}
