@@ -137,7 +137,8 @@ fn compile_message(e: &boon::CompileError) -> String {
 /// stop (with [`AnswerCheck::stops`]) its `degenerate_output`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AnswerCheck {
-    /// The answer contains this text, in any case.
+    /// The answer contains this text (as `expect.contains`: `matches` with `(?i)` for any
+    /// case).
     pub contains: Option<String>,
     pub matches: Option<Pattern>,
     /// The answer is JSON (a code fence around it allowed).
@@ -159,7 +160,8 @@ impl AnswerCheck {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "AnswerExpect")]
 pub(super) struct RawAnswerExpect {
-    /// The answer must contain this text (in any case), e.g. "Paris".
+    /// The answer must contain this text, e.g. "Paris" (`matches: "(?i)paris"` for any
+    /// case).
     pub(super) contains: Option<String>,
     /// The answer must match this regular expression, e.g. "\\b42\\b".
     pub(super) matches: Option<String>,

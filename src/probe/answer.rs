@@ -109,7 +109,7 @@ fn check_known(canary: &Canary, text: &str) -> Result<(), Failure> {
 /// The user's `expect` for one prompt.
 fn check_own(check: &AnswerCheck, prompt: &str, text: &str) -> Result<(), Failure> {
     if let Some(needle) = &check.contains
-        && !text.to_lowercase().contains(&needle.to_lowercase())
+        && !text.contains(needle.as_str())
     {
         return Err(wrong(
             prompt,
