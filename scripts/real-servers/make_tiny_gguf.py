@@ -17,7 +17,19 @@ The output rows of the special tokens are zero and the other logits are scaled u
 end-of-generation is (practically) never sampled: every request runs to max_tokens, which is
 what a latency probe wants from a test model.
 
-Usage: make_tiny_gguf.py [--out tiny-llama.gguf] [--seed 0]
+--no-space-prefix writes tokenizer.ggml.add_space_prefix = false. By default llama.cpp's SPM
+tokenizer puts a space before the text after a special token ("<|im_start|>assistant" is
+<|im_start|>, " a", ...), and its grammar-constrained sampling (tools, response_format) fails
+on that: the grammar starts with the literal generation prompt "<|im_start|>assistant\n" and
+rejects " a" (400 "Failed to initialize samplers"). Without the space prefix it matches.
+
+--tool-tokens adds Qwen2.5's tool-call markers <tool_call> and </tool_call> as user-defined
+tokens (vocab 505) and biases the weights so that <tool_call> followed by "\n" comes about
+once in 20 tokens: served with a template that spells calls "<tool_call>\n{...}\n</tool_call>"
+(Qwen2.5's, in the llama.cpp source), the server's grammar then turns that into real tool
+calls. Without it, a random model never writes the marker and `tools` only ever get text.
+
+Usage: make_tiny_gguf.py [--out tiny-llama.gguf] [--seed 0] [--no-space-prefix] [--tool-tokens]
 """
 from __future__ import annotations
 
@@ -43,6 +55,13 @@ SPACE = "\u2581"  # SentencePiece's word-boundary marker
 
 SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2
 CONTROL = ["<|im_start|>", "<|im_end|>"]  # ids 3, 4
+TOOL_TOKENS = ["<tool_call>", "</tool_call>"]
+# Tuned by hand: <tool_call> comes about once in 20 tokens of plain output, and "\n" after it
+# almost always (Qwen2.5's template opens a call with "<tool_call>\n").
+TOOL_OFFSET = 4.0  # added to every embedding in dimension 0
+TOOL_LOGIT = 3.0  # <tool_call>'s output weight on dimension 0
+NL_KICK = 8.0  # added to <tool_call>'s embedding in dimension 1
+NL_LOGIT = 4.0  # "\n"'s (<0x0A>) output weight on dimension 1
 
 CHATML = (
     "{% for message in messages %}"
@@ -103,7 +122,7 @@ def learn_pieces(n_pieces: int) -> list[tuple[str, float]]:
     return scored[:n_pieces]
 
 
-def build_vocab() -> tuple[list[str], list[float], list[int]]:
+def build_vocab(tool_tokens: bool = False) -> tuple[list[str], list[float], list[int]]:
     T = gguf.TokenType
     tokens: list[str] = []
     scores: list[float] = []
@@ -124,19 +143,30 @@ def build_vocab() -> tuple[list[str], list[float], list[int]]:
         tokens.append(piece)
         scores.append(score)
         types.append(T.NORMAL)
-    assert len(tokens) == len(set(tokens)), "duplicate token"
     assert len(tokens) == N_VOCAB, (len(tokens), N_VOCAB)
+    if tool_tokens:
+        for t in TOOL_TOKENS:
+            tokens.append(t)
+            scores.append(0.0)
+            types.append(T.USER_DEFINED)
+    assert len(tokens) == len(set(tokens)), "duplicate token"
     return tokens, scores, types
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tiny-llama.gguf")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="weights' RNG seed (another seed, another model)")
+    ap.add_argument("--no-space-prefix", action="store_true",
+                    help="tokenizer.ggml.add_space_prefix = false (needed for grammar-constrained output)")
+    ap.add_argument("--tool-tokens", action="store_true",
+                    help="add <tool_call> and </tool_call> (user-defined, ids 503 and 504) and make the model "
+                         "open a tool call now and then")
     args = ap.parse_args()
 
     rng = np.random.default_rng(args.seed)
-    tokens, scores, types = build_vocab()
+    tokens, scores, types = build_vocab(args.tool_tokens)
+    n_vocab = len(tokens)
 
     w = gguf.GGUFWriter(args.out, "llama")
     w.add_name("tiny-llama")
@@ -150,7 +180,7 @@ def main() -> None:
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_vocab_size(N_VOCAB)
+    w.add_vocab_size(n_vocab)
 
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
@@ -162,6 +192,8 @@ def main() -> None:
     w.add_eot_token_id(tokens.index("<|im_end|>"))
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
+    if args.no_space_prefix:
+        w.add_add_space_prefix(False)
     w.add_chat_template(CHATML)
 
     def rand(*shape: int, scale: float | None = None) -> np.ndarray:
@@ -169,10 +201,28 @@ def main() -> None:
         return (rng.standard_normal(shape) * s).astype(np.float32)
 
     # numpy shape is (rows, cols) = (out_features, in_features); GGUF stores it reversed.
-    w.add_tensor("token_embd.weight", rand(N_VOCAB, N_EMBD, scale=1.0))
-    w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
+    embd = rand(N_VOCAB, N_EMBD, scale=1.0)
     out = rand(N_VOCAB, N_EMBD, scale=0.5)
     out[: len(SPECIALS) + len(CONTROL)] = 0.0  # specials: logit 0, far below the typical max
+    if args.tool_tokens:
+        # Every token's embedding gets +TOOL_OFFSET in dimension 0, which the residual stream
+        # keeps positive through both layers, and <tool_call>'s output row reads only that
+        # dimension: its logit is then steadily close to the top, so the model opens a tool call
+        # every few dozen tokens instead of never (a random model never spells a marker out).
+        # The next position's input is <tool_call> itself, whose embedding is large in
+        # dimension 1, which only "\n"'s output row reads: "\n" follows, as the template's
+        # marker "<tool_call>\n" needs. </tool_call> gets a zero row, like the specials.
+        tool_rng = np.random.default_rng(args.seed + 1_000_003)
+        embd = np.concatenate([embd, tool_rng.standard_normal((2, N_EMBD)).astype(np.float32)])
+        embd[:, 0] += TOOL_OFFSET
+        tc, nl = tokens.index("<tool_call>"), tokens.index("<0x0A>")
+        embd[tc, 1] += NL_KICK
+        extra = np.zeros((2, N_EMBD), dtype=np.float32)
+        extra[0, 0] = TOOL_LOGIT
+        out = np.concatenate([out, extra])
+        out[nl, 1] = NL_LOGIT
+    w.add_tensor("token_embd.weight", embd)
+    w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
     w.add_tensor("output.weight", out)
     n_embd_kv = N_EMBD // N_HEAD * N_HEAD_KV
     for i in range(N_LAYER):
@@ -191,7 +241,7 @@ def main() -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    print(f"wrote {args.out}: vocab {N_VOCAB}, n_embd {N_EMBD}, {N_LAYER} layers", file=sys.stderr)
+    print(f"wrote {args.out}: vocab {n_vocab}, n_embd {N_EMBD}, {N_LAYER} layers", file=sys.stderr)
 
 
 if __name__ == "__main__":
