@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write a tiny random-weight llama-architecture GGUF model that llama.cpp loads and runs.
+r"""Write a tiny random-weight llama-architecture GGUF model that llama.cpp loads and runs.
 
 No download: the weights are random (seeded, so the file is reproducible) and the vocabulary
 is learned here from a short built-in English text. The generated text is gibberish by design;
@@ -24,10 +24,11 @@ on that: the grammar starts with the literal generation prompt "<|im_start|>assi
 rejects " a" (400 "Failed to initialize samplers"). Without the space prefix it matches.
 
 --tool-tokens adds Qwen2.5's tool-call markers <tool_call> and </tool_call> as user-defined
-tokens (vocab 505) and biases the weights so that <tool_call> followed by "\n" comes about
-once in 20 tokens: served with a template that spells calls "<tool_call>\n{...}\n</tool_call>"
-(Qwen2.5's, in the llama.cpp source), the server's grammar then turns that into real tool
-calls. Without it, a random model never writes the marker and `tools` only ever get text.
+tokens (vocab 505) and sets a few weights by hand so that "<tool_call>\n" comes about once in
+20 tokens and </tool_call> ends the turn: served with a template that spells calls
+"<tool_call>\n{...}\n</tool_call>" (Qwen2.5's, in the llama.cpp source tree), the server's
+grammar turns that into real tool calls. Without it, a random model never writes the marker
+and `tools` only ever get text.
 
 Usage: make_tiny_gguf.py [--out tiny-llama.gguf] [--seed 0] [--no-space-prefix] [--tool-tokens]
 """
@@ -56,12 +57,14 @@ SPACE = "\u2581"  # SentencePiece's word-boundary marker
 SPECIALS = ["<unk>", "<s>", "</s>"]  # ids 0, 1, 2
 CONTROL = ["<|im_start|>", "<|im_end|>"]  # ids 3, 4
 TOOL_TOKENS = ["<tool_call>", "</tool_call>"]
-# Tuned by hand: <tool_call> comes about once in 20 tokens of plain output, and "\n" after it
-# almost always (Qwen2.5's template opens a call with "<tool_call>\n").
+# Tuned by hand on seeds 0-5: <tool_call> comes about once in 20 tokens of plain output, then
+# "\n" (Qwen2.5's template opens a call with "<tool_call>\n"); after </tool_call>, the end of turn.
 TOOL_OFFSET = 4.0  # added to every embedding in dimension 0
-TOOL_LOGIT = 3.0  # <tool_call>'s output weight on dimension 0
+TOOL_LOGIT = 3.5  # <tool_call>'s output weight on dimension 0
 NL_KICK = 8.0  # added to <tool_call>'s embedding in dimension 1
-NL_LOGIT = 4.0  # "\n"'s (<0x0A>) output weight on dimension 1
+NL_LOGIT = 8.0  # "\n"'s (<0x0A>) output weight on dimension 1
+END_KICK = 8.0  # added to </tool_call>'s embedding in dimension 2
+END_LOGIT = 8.0  # <|im_end|>'s (end of turn) output weight on dimension 2
 
 CHATML = (
     "{% for message in messages %}"
@@ -205,37 +208,58 @@ def main() -> None:
     out = rand(N_VOCAB, N_EMBD, scale=0.5)
     out[: len(SPECIALS) + len(CONTROL)] = 0.0  # specials: logit 0, far below the typical max
     if args.tool_tokens:
-        # Every token's embedding gets +TOOL_OFFSET in dimension 0, which the residual stream
-        # keeps positive through both layers, and <tool_call>'s output row reads only that
-        # dimension: its logit is then steadily close to the top, so the model opens a tool call
-        # every few dozen tokens instead of never (a random model never spells a marker out).
-        # The next position's input is <tool_call> itself, whose embedding is large in
-        # dimension 1, which only "\n"'s output row reads: "\n" follows, as the template's
-        # marker "<tool_call>\n" needs. </tool_call> gets a zero row, like the specials.
+        # Dimensions 0-2 of the residual stream are kept for the markers: embeddings are
+        # TOOL_OFFSET in dimension 0 and 0 in 1-2 (except below), the layers write nothing there
+        # (marker_free), and ordinary output rows read nothing there. <tool_call>'s row reads
+        # dimension 0 only: its logit is then steadily near the top, so the model opens a tool
+        # call every twenty tokens or so instead of never (a random model never spells a marker
+        # out). The position after <tool_call> has <tool_call> as input, large in dimension 1,
+        # which only "\n"'s row reads: "\n" follows, as the template's "<tool_call>\n" needs.
+        # </tool_call> gets a zero row (rare in text, like the specials) but "<" and the
+        # whitespace tokens read dimension 0 negatively, so that the grammar (which allows
+        # whitespace in a call's JSON and closes it with "</tool_call>") gets compact JSON and
+        # the token rather than a spelled-out marker; after </tool_call>, dimension 2 makes
+        # <|im_end|> win, so the turn ends after one call, as a real model's does. JSON strings
+        # still end only by chance ('"' is as rare as any token): bounded ones (enum,
+        # maxLength) complete, free ones usually run into max_tokens.
         tool_rng = np.random.default_rng(args.seed + 1_000_003)
         embd = np.concatenate([embd, tool_rng.standard_normal((2, N_EMBD)).astype(np.float32)])
-        embd[:, 0] += TOOL_OFFSET
-        tc, nl = tokens.index("<tool_call>"), tokens.index("<0x0A>")
+        embd[:, 0:3] = 0.0
+        embd[:, 0] = TOOL_OFFSET
+        tc, te = tokens.index("<tool_call>"), tokens.index("</tool_call>")
+        nl, eot = tokens.index("<0x0A>"), tokens.index("<|im_end|>")
         embd[tc, 1] += NL_KICK
+        embd[te, 2] += END_KICK
         extra = np.zeros((2, N_EMBD), dtype=np.float32)
         extra[0, 0] = TOOL_LOGIT
+        out[:, 0:3] = 0.0  # dimensions 0-2 are for these markers only
         out = np.concatenate([out, extra])
+        for t in ["<0x3C>", "<0x09>", "<0x0A>", "<0x0D>", "<0x20>", SPACE]:
+            out[tokens.index(t), 0] = -TOOL_LOGIT
         out[nl, 1] = NL_LOGIT
+        out[eot, 2] = END_LOGIT
     w.add_tensor("token_embd.weight", embd)
     w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
     w.add_tensor("output.weight", out)
     n_embd_kv = N_EMBD // N_HEAD * N_HEAD_KV
+
+    def marker_free(m: np.ndarray) -> np.ndarray:
+        # --tool-tokens: the layers write nothing into dimensions 0-2 of the residual stream.
+        if args.tool_tokens:
+            m[0:3] = 0.0
+        return m
+
     for i in range(N_LAYER):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
         w.add_tensor(p + "attn_q.weight", rand(N_EMBD, N_EMBD))
         w.add_tensor(p + "attn_k.weight", rand(n_embd_kv, N_EMBD))
         w.add_tensor(p + "attn_v.weight", rand(n_embd_kv, N_EMBD))
-        w.add_tensor(p + "attn_output.weight", rand(N_EMBD, N_EMBD))
+        w.add_tensor(p + "attn_output.weight", marker_free(rand(N_EMBD, N_EMBD)))
         w.add_tensor(p + "ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
         w.add_tensor(p + "ffn_gate.weight", rand(N_FF, N_EMBD))
         w.add_tensor(p + "ffn_up.weight", rand(N_FF, N_EMBD))
-        w.add_tensor(p + "ffn_down.weight", rand(N_EMBD, N_FF))
+        w.add_tensor(p + "ffn_down.weight", marker_free(rand(N_EMBD, N_FF)))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
