@@ -17,6 +17,17 @@
 # Environment: HOST (127.0.0.1), PORT (18080), MODEL_ALIAS (tiny-llama), CTX (2048),
 # WORK (scripts/real-servers/.work: build tree, model, logs; git-ignored),
 # LLAMA_CPP_PYTHON_VERSION (0.3.36), JOBS (nproc).
+# Which server (one binary, as many instances as ports; defaults: the plain tiny model):
+#   TOOLS=1   the tool-calling variant: model `make_tiny_gguf.py --no-space-prefix --tool-tokens`
+#             served with Qwen2.5's chat template from the llama.cpp source tree
+#             (models/templates/Qwen-Qwen2.5-7B-Instruct.jinja), so `tools` give real tool calls
+#             and `response_format` json_schema/json_object works
+#   SEED=N    the model's weights seed (0); another seed is another model of the same shape
+#   MODEL     the model file ($WORK/tiny-llama[-tools][-seedN].gguf, written if missing)
+#   JINJA=1|0 --jinja | --no-jinja (unset: neither; this build's default is jinja on)
+#   CHAT_TEMPLATE_FILE  --chat-template-file (TOOLS=1: the Qwen2.5 template above)
+# e.g. TOOLS=1 PORT=18083 llama_server.sh start;
+#      TOOLS=1 SEED=1 MODEL_ALIAS=tiny-llama-v2 PORT=18084 llama_server.sh start
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,20 +39,48 @@ CTX="${CTX:-2048}"
 LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 JOBS="${JOBS:-$(nproc)}"
 PY="${PYTHON:-python3}"
+TOOLS="${TOOLS:-0}"
+SEED="${SEED:-0}"
+JINJA="${JINJA:-}"
 
 SRC="$WORK/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
 BUILD="$WORK/llama-build"
 BIN="$BUILD/bin/llama-server"
-MODEL="$WORK/tiny-llama.gguf"
+# Python packages (pip for the sdist, gguf + numpy, cmake + ninja if missing) go to a venv:
+# a Debian python3 has no pip and refuses installs into the system (PEP 668).
+VENV="$WORK/llama-venv"
+MODEL_NAME=tiny-llama
+MODEL_ARGS=(--seed "$SEED")
+SERVER_ARGS=()
+if [[ "$TOOLS" == 1 ]]; then
+    MODEL_NAME+=-tools
+    MODEL_ARGS+=(--no-space-prefix --tool-tokens)
+    CHAT_TEMPLATE_FILE="${CHAT_TEMPLATE_FILE:-$SRC/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja}"
+fi
+[[ "$SEED" == 0 ]] || MODEL_NAME+="-seed$SEED"
+MODEL="${MODEL:-$WORK/$MODEL_NAME.gguf}"
+case "$JINJA" in
+    1) SERVER_ARGS+=(--jinja) ;;
+    0) SERVER_ARGS+=(--no-jinja) ;;
+    "") ;;
+    *) echo "JINJA must be 1, 0 or unset" >&2; exit 2 ;;
+esac
+[[ -z "${CHAT_TEMPLATE_FILE:-}" ]] || SERVER_ARGS+=(--chat-template-file "$CHAT_TEMPLATE_FILE")
 PIDFILE="$WORK/llama-server-$PORT.pid"
 LOG="$WORK/llama-server-$PORT.log"
 
 log() { printf '[llama_server] %s\n' "$*" >&2; }
 
+py_env() {
+    if [[ ! -x "$VENV/bin/pip" ]]; then mkdir -p "$WORK"; "$PY" -m venv "$VENV"; fi
+    export PATH="$PATH:$VENV/bin"
+}
+
 need_tools() {
     command -v g++ >/dev/null || { log "installing g++"; apt-get update -qq && apt-get install -y -qq g++ make; }
-    command -v cmake >/dev/null || { log "installing cmake (PyPI wheel)"; "$PY" -m pip install -q cmake; }
-    command -v ninja >/dev/null || "$PY" -m pip install -q ninja || true
+    py_env
+    command -v cmake >/dev/null || { log "installing cmake (PyPI wheel)"; "$VENV/bin/pip" install -q cmake; }
+    command -v ninja >/dev/null || "$VENV/bin/pip" install -q ninja || true
 }
 
 do_build() {
@@ -51,7 +90,7 @@ do_build() {
     if [[ ! -d "$SRC" ]]; then
         log "downloading llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION sdist (vendors llama.cpp)"
         # --no-binary for this one package only: its build deps (scikit-build-core, cmake) come as wheels.
-        "$PY" -m pip download -q --no-deps --no-binary llama-cpp-python \
+        "$VENV/bin/pip" download -q --no-deps --no-binary llama-cpp-python \
             "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$WORK/sdist"
         tar -xzf "$WORK/sdist/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$WORK"
     fi
@@ -74,9 +113,9 @@ do_build() {
 
 do_model() {
     if [[ -s "$MODEL" ]]; then log "model exists: $MODEL"; return; fi
-    "$PY" -c 'import gguf, numpy' 2>/dev/null || "$PY" -m pip install -q gguf numpy
-    mkdir -p "$WORK"
-    "$PY" "$HERE/make_tiny_gguf.py" --out "$MODEL"
+    py_env
+    "$VENV/bin/python" -c 'import gguf, numpy' 2>/dev/null || "$VENV/bin/pip" install -q gguf numpy
+    "$VENV/bin/python" "$HERE/make_tiny_gguf.py" --out "$MODEL" "${MODEL_ARGS[@]}"
 }
 
 health() { curl -fsS -m 2 "http://$HOST:$PORT/health" 2>/dev/null; }
@@ -99,8 +138,9 @@ do_start() {
     [[ -s "$MODEL" ]] || do_model
     # -np 1: one slot, like a small single-user deployment; --metrics: /metrics (llamacpp: prefix).
     # setsid + nohup: the server survives the shell that started it.
+    log "starting $MODEL as $MODEL_ALIAS on $HOST:$PORT ${SERVER_ARGS[*]}"
     setsid nohup "$BIN" -m "$MODEL" --alias "$MODEL_ALIAS" --host "$HOST" --port "$PORT" \
-        -c "$CTX" -np 1 -t 2 --metrics --no-webui >"$LOG" 2>&1 < /dev/null &
+        -c "$CTX" -np 1 -t 2 --metrics --no-webui "${SERVER_ARGS[@]}" >"$LOG" 2>&1 < /dev/null &
     local pid=$!
     echo "$pid" >"$PIDFILE"
     wait_ready "$pid"
