@@ -82,7 +82,7 @@ impl Probe for AnthropicProbe {
                 role: "user",
                 content,
             }],
-            temperature: prompt.deterministic().then_some(0.0),
+            temperature: g.temperature(prompt),
             tools: g
                 .tools
                 .as_ref()
@@ -122,8 +122,8 @@ impl AnthropicProbe {
             ],
             "stream": true,
         });
-        if prompt.deterministic() {
-            body["temperature"] = 0.0.into();
+        if let Some(t) = g.temperature(prompt) {
+            body["temperature"] = t.into();
         }
         if let Some(t) = &g.tools {
             body["tools"] = t.tools.iter().map(Tool::anthropic_json).collect();

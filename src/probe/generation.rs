@@ -100,6 +100,13 @@ impl Generation {
         })
     }
 
+    /// 0 where the answer is checked (a canary, a prompt's own `expect`, a tool call, a
+    /// schema): a check must not depend on sampling. `None` keeps the server's default.
+    pub fn temperature(&self, prompt: &Prompt) -> Option<f32> {
+        let checked = prompt.deterministic() || self.tools.is_some() || self.response_format.is_some();
+        checked.then_some(0.0)
+    }
+
     /// The next run's prompt and images (none for text-only probes).
     pub fn next_input(&self) -> (&Prompt, Vec<Arc<Image>>) {
         let images = self.images.as_ref().map(ImageSet::next).unwrap_or_default();

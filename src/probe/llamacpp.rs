@@ -60,7 +60,7 @@ impl Probe for LlamaCppProbe {
         let body = serde_json::to_vec(&Request {
             prompt: &prompt.text,
             n_predict: self.generation.max_tokens,
-            temperature: prompt.deterministic().then_some(0.0),
+            temperature: self.generation.temperature(prompt),
             stream: true,
         })
         .expect("plain structs serialize");

@@ -78,7 +78,7 @@ impl OllamaProbe {
         let images: Vec<&str> = images.iter().map(|i| &*i.base64).collect();
         let options = Options {
             num_predict: g.max_tokens,
-            temperature: prompt.deterministic().then_some(0.0),
+            temperature: g.temperature(prompt),
         };
         let prompt = &*prompt.text;
         let body = if self.generate {
@@ -140,7 +140,7 @@ impl OllamaProbe {
             "stream": true,
             "options": Options {
                 num_predict: g.max_tokens,
-                temperature: prompt.deterministic().then_some(0.0),
+                temperature: g.temperature(prompt),
             },
         });
         Bytes::from(body.to_string())
@@ -282,6 +282,7 @@ pub(crate) fn parse_line(event: &Event) -> Result<EventFacts, Failure> {
             };
             facts.tool_calls.push(ToolCallDelta {
                 index: function.and_then(|f| f.index),
+                item: None,
                 id: call.id.clone(),
                 name: Some(function.and_then(|f| f.name.clone()).unwrap_or_default()),
                 arguments,

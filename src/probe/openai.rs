@@ -81,7 +81,7 @@ impl OpenAiProbe {
 
     fn request_body(&self, prompt: &Prompt, images: &[Arc<Image>]) -> Bytes {
         let g = &self.generation;
-        let temperature = prompt.deterministic().then_some(0.0);
+        let temperature = g.temperature(prompt);
         let prompt = &*prompt.text;
         let stream_options = StreamOptions { include_usage: true };
         let detail = g.images.as_ref().and_then(|i| i.detail.as_deref());
@@ -170,7 +170,7 @@ impl OpenAiProbe {
                 {"role": "tool", "tool_call_id": call.id(), "content": result},
             ],
             "max_tokens": g.max_tokens,
-            "temperature": prompt.deterministic().then_some(0.0),
+            "temperature": g.temperature(prompt),
             "tools": g.tools.as_ref().map(|t| t.tools.iter().map(Tool::openai_json).collect::<Vec<_>>()),
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -373,6 +373,7 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
                 facts.tool_calls.push(ToolCallDelta {
                     // One call without an index is the first (some servers leave it out).
                     index: Some(call.index.unwrap_or(0)),
+                    item: None,
                     id: call.id,
                     name: function.name,
                     arguments: function.arguments.unwrap_or_default(),

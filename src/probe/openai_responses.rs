@@ -59,7 +59,7 @@ impl ResponsesProbe {
 
     fn request_body(&self, prompt: &Prompt, images: &[Arc<Image>]) -> Bytes {
         let g = &self.generation;
-        let temperature = prompt.deterministic().then_some(0.0);
+        let temperature = g.temperature(prompt);
         let prompt = &*prompt.text;
         let detail = g.images.as_ref().and_then(|i| i.detail.as_deref());
         let body = serde_json::to_vec(&ResponsesRequest {
@@ -133,8 +133,8 @@ impl ResponsesProbe {
             "max_output_tokens": g.max_tokens,
             "stream": true,
         });
-        if prompt.deterministic() {
-            body["temperature"] = 0.0.into();
+        if let Some(t) = g.temperature(prompt) {
+            body["temperature"] = t.into();
         }
         if let Some(t) = &g.tools {
             body["tools"] = t.tools.iter().map(responses_tool).collect();
@@ -226,6 +226,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             )
         })?;
     let delta = || v.get("delta").and_then(|d| d.as_str()).unwrap_or("");
+    let item_id = || v.get("item_id").and_then(|d| d.as_str()).map(str::to_owned);
     let mut facts = EventFacts {
         model: v
             .pointer("/response/model")
@@ -253,20 +254,19 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             facts.other_output = added;
             facts.tool_calls.push(ToolCallDelta {
                 index: v.get("output_index").and_then(|i| i.as_u64()),
+                item: item("id").map(str::to_owned),
                 id: item("call_id").map(str::to_owned),
                 name: added.then(|| item("name").unwrap_or("").to_owned()),
+                // The closed item's arguments are the whole (an empty one says nothing).
                 whole: !added && !arguments.is_empty(),
-                arguments: if added || !arguments.is_empty() {
-                    arguments
-                } else {
-                    String::new()
-                },
+                arguments,
             });
         }
         "response.function_call_arguments.delta" => {
             facts.other_output = !delta().is_empty();
             facts.tool_calls.push(ToolCallDelta {
                 index: v.get("output_index").and_then(|i| i.as_u64()),
+                item: item_id(),
                 arguments: delta().to_owned(),
                 ..ToolCallDelta::default()
             });
@@ -275,6 +275,7 @@ pub(crate) fn parse_responses_event(event: &Event) -> Result<EventFacts, Failure
             if let Some(arguments) = v.get("arguments").and_then(|a| a.as_str()) {
                 facts.tool_calls.push(ToolCallDelta {
                     index: v.get("output_index").and_then(|i| i.as_u64()),
+                    item: item_id(),
                     arguments: arguments.to_owned(),
                     whole: true,
                     ..ToolCallDelta::default()

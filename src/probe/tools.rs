@@ -232,6 +232,9 @@ pub(crate) struct ToolCallDelta {
     /// Which call it belongs to (the protocol's index); `None` starts a call of its own
     /// (protocols that send each call whole, such as Ollama's).
     pub index: Option<u64>,
+    /// Which call it belongs to, by the protocol's item id (the Responses API's
+    /// `item_id`: llama-server sends no `output_index`); wins over `index`.
+    pub item: Option<String>,
     pub id: Option<String>,
     /// The name, or a piece of it.
     pub name: Option<String>,
@@ -251,6 +254,8 @@ const MAX_ARGUMENT_BYTES: usize = 64 * 1024;
 pub(crate) struct ToolCalls {
     calls: BTreeMap<u64, Call>,
     next_own: u64,
+    /// The index each item id was given.
+    items: Vec<(String, u64)>,
 }
 
 /// One call, assembled.
@@ -279,10 +284,14 @@ impl Call {
 
 impl ToolCalls {
     pub(crate) fn push(&mut self, delta: ToolCallDelta) {
-        let index = match delta.index {
-            Some(i) => i,
-            None => {
-                // A whole call: after every indexed one seen so far.
+        let known = delta
+            .item
+            .as_ref()
+            .and_then(|item| self.items.iter().find(|(i, _)| i == item).map(|(_, n)| *n));
+        let index = match (known, delta.index) {
+            (Some(i), _) | (None, Some(i)) => i,
+            (None, None) => {
+                // A call of its own: after every one seen so far.
                 let i = self
                     .calls
                     .keys()
@@ -293,6 +302,11 @@ impl ToolCalls {
                 i
             }
         };
+        if let Some(item) = delta.item.filter(|_| known.is_none())
+            && self.items.len() < MAX_CALLS
+        {
+            self.items.push((item, index));
+        }
         if !self.calls.contains_key(&index) && self.calls.len() >= MAX_CALLS {
             return;
         }

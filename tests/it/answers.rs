@@ -363,7 +363,8 @@ async fn checked_prompts_go_at_temperature_zero_with_tools_in_each_kinds_shape()
             "{kind}: {body}"
         );
     }
-    // An ordinary prompt keeps the server's temperature.
+    // A schema asked for: the format in the protocol's place, at temperature 0; an
+    // ordinary prompt keeps the server's temperature.
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     let addr = answering_server(move |r| {
@@ -375,8 +376,14 @@ async fn checked_prompts_go_at_temperature_zero_with_tools_in_each_kinds_shape()
         "name: t\nkind: openai_responses\nurl: http://{addr}/v1/responses\nmodel: m\nresponse_format: {{type: json_schema, json_schema: {{name: city, schema: {schema}}}}}\n"
     ))
     .await;
+    run_probe(&format!(
+        "name: t\nkind: openai_responses\nurl: http://{addr}/v1/responses\nmodel: m\n"
+    ))
+    .await;
+    let ordinary: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[1]).unwrap();
+    assert!(ordinary.get("temperature").is_none(), "{ordinary}");
     let body: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[0]).unwrap();
-    assert!(body.get("temperature").is_none(), "{body}");
+    assert_eq!(body.get("temperature"), Some(&serde_json::json!(0.0)), "{body}");
     assert_eq!(
         body.pointer("/text/format/type"),
         Some(&serde_json::json!("json_schema")),

@@ -20,6 +20,7 @@ mod support;
 mod alert_scenarios;
 mod alerting;
 mod answers;
+mod answers_real;
 mod architecture;
 mod browser_smoke;
 mod budget;

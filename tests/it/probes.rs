@@ -304,19 +304,6 @@ async fn a_stall_on_a_reused_connection_is_blamed_on_the_server_not_dns() {
 // ---------------------------------------------------------------------------------------
 // Completion: a success is a complete answer in a complete HTTP message.
 
-/// The response body of a real-server capture in tests/transcripts, cut into its events
-/// (each keeps its blank line), as the server flushed them.
-fn transcript_events(name: &str) -> Vec<String> {
-    let path = format!("{}/tests/transcripts/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let start = text.rfind("<<<\n").unwrap() + 4;
-    let end = text.find("\n### client-side").unwrap_or(text.len());
-    text[start..end]
-        .split_inclusive("\n\n")
-        .map(str::to_owned)
-        .collect()
-}
-
 /// Serves `parts` as one chunked event stream ending as `end` says, and runs `kind` on it.
 async fn stream_run(kind: &str, parts: &[&str], end: BodyEnd, extra: &str) -> inferprobe::outcome::Outcome {
     let reply = chunked_reply("text/event-stream", parts, end);

@@ -717,3 +717,16 @@ pub fn test_alert(receivers: &str) -> (Option<i32>, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
 }
+
+/// The response body of a real-server capture in tests/transcripts, cut into its events
+/// (each keeps its blank line), as the server flushed them.
+pub fn transcript_events(name: &str) -> Vec<String> {
+    let path = format!("{}/tests/transcripts/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.rfind("<<<\n").unwrap() + 4;
+    let end = text.find("\n### client-side").unwrap_or(text.len());
+    text[start..end]
+        .split_inclusive("\n\n")
+        .map(str::to_owned)
+        .collect()
+}
