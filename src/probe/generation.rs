@@ -143,29 +143,28 @@ impl Generation {
         obs.finish_reason = streamed.finish_reason.clone();
         let expect = self.endpoint.expect();
         let answer_next = next_turn.zip(self.tools.as_ref().and_then(|t| t.result.as_deref()));
+        // With a next turn, `expect` judges the final answer; the call only has to be there
+        // (and be valid).
+        let call_only = Expect {
+            non_empty: expect.non_empty,
+            min_output_tokens: expect.min_output_tokens,
+            ..Expect::default()
+        };
+        let (first_expect, first_text) = match answer_next {
+            Some(_) => (&call_only, ""),
+            None => (expect, streamed.text.as_str()),
+        };
         obs.result = check_complete(protocol, &streamed, body_end)
             .and_then(|()| {
-                let text = if answer_next.is_some() { "" } else { &streamed.text };
-                let empty_expect = Expect {
-                    non_empty: expect.non_empty,
-                    min_output_tokens: expect.min_output_tokens,
-                    ..Expect::default()
-                };
-                // With a next turn, the answer's text checks wait for the final answer.
-                let checks = if answer_next.is_some() {
-                    &empty_expect
-                } else {
-                    expect
-                };
                 check_output(
-                    checks,
-                    text,
+                    first_expect,
+                    first_text,
                     streamed.content_events > 0,
                     obs.output_tokens,
                     FailureReason::WrongAnswer,
                 )
             })
-            .and_then(|()| check_finish_reason(expect, streamed.finish_reason.as_deref()))
+            .and_then(|()| check_finish_reason(first_expect, streamed.finish_reason.as_deref()))
             .and_then(|()| check_model(expect, &self.model, streamed.model.as_deref()))
             .and_then(|()| match &self.tools {
                 Some(tools) => check_tool_calls(tools, &streamed.tool_calls, &streamed.text),
@@ -294,6 +293,7 @@ impl Generation {
                     FailureReason::WrongAnswer,
                 )
             })
+            .and_then(|()| check_finish_reason(self.endpoint.expect(), streamed.finish_reason.as_deref()))
             .and_then(|()| self.check_answer(prompt, &streamed, turn.output_tokens))
             .map_err(next);
     }
