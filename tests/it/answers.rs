@@ -291,23 +291,87 @@ async fn tool_calls_split_across_events_and_every_failure_class_per_kind() {
     }
 }
 
-/// No call at all (the model answered in words): `invalid_tool_call`, with the words.
+/// No call at all (the model answered in words), per kind: `invalid_tool_call`, with the
+/// words.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_in_words_instead_of_a_call_is_an_invalid_tool_call() {
-    let events = vec![
-        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"It is sunny.\"},\"finish_reason\":null}]}\n\n".to_owned(),
-        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n".to_owned(),
-        "data: [DONE]\n\n".to_owned(),
-    ];
-    let o = run_events("openai_chat", "/v1/chat/completions", &events).await;
-    let f = o.observation.failure().unwrap();
-    assert_eq!(f.reason, FailureReason::InvalidToolCall);
-    assert!(
-        f.message.contains("no tool was called (declared: get_weather)"),
-        "{}",
-        f.message
-    );
-    assert!(f.message.contains("It is sunny."), "{}", f.message);
+    for (kind, path) in TOOL_KINDS {
+        let o = run_events(kind, path, &text_events(kind, "It is sunny.")).await;
+        let f = o.observation.failure().unwrap_or_else(|| panic!("{kind} passed"));
+        assert_eq!(f.reason, FailureReason::InvalidToolCall, "{kind}");
+        assert!(
+            f.message.contains("no tool was called (declared: get_weather)"),
+            "{kind}: {}",
+            f.message
+        );
+        assert!(f.message.contains("It is sunny."), "{kind}: {}", f.message);
+    }
+}
+
+/// An answer in words, in a kind's own events, ending as a finished answer does.
+fn text_events(kind: &str, text: &str) -> Vec<String> {
+    use serde_json::json;
+    let sse = |event: &str, data: serde_json::Value| format!("event: {event}\ndata: {data}\n\n");
+    let data = |data: serde_json::Value| format!("data: {data}\n\n");
+    match kind {
+        "openai_chat" => vec![
+            data(
+                json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}),
+            ),
+            data(
+                json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            ),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+        "openai_responses" => vec![
+            sse(
+                "response.created",
+                json!({"type": "response.created", "response": {"id": "r1", "model": "m"}}),
+            ),
+            sse(
+                "response.output_text.delta",
+                json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "delta": text}),
+            ),
+            sse(
+                "response.completed",
+                json!({"type": "response.completed", "response": {"id": "r1", "status": "completed", "usage": {"input_tokens": 20, "output_tokens": 4}}}),
+            ),
+        ],
+        "anthropic" => vec![
+            sse(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {"input_tokens": 20, "output_tokens": 1}}}),
+            ),
+            sse(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            sse(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ),
+            sse(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ),
+            sse(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}}),
+            ),
+            sse("message_stop", json!({"type": "message_stop"})),
+        ],
+        "ollama" => vec![
+            format!(
+                "{}\n",
+                json!({"model": "m", "message": {"role": "assistant", "content": text}, "done": false})
+            ),
+            format!(
+                "{}\n",
+                json!({"model": "m", "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop", "eval_count": 4})
+            ),
+        ],
+        other => panic!("{other} has no tools"),
+    }
 }
 
 /// What each kind sends: a checked prompt at temperature 0, the tools in the protocol's own
