@@ -93,7 +93,8 @@ fn successes(agent: &Daemon) -> f64 {
 }
 
 /// Runs the swap through `fwd` and checks every surface; returns the report's Markdown.
-fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str) -> String {
+/// `receivers` is the file's `receivers:` section (or nothing).
+fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str, receivers: &str) -> String {
     let dir = temp_dir("model-swap");
     let data = dir.join("data");
     let path = dir.join("probes.yaml");
@@ -101,7 +102,7 @@ fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str) -> String {
     std::fs::write(
         &path,
         format!(
-            "agent: {{location: here}}\nprobes:\n  - name: swap\n    kind: openai_chat\n    url: http://{}/v1/chat/completions\n    model: {model}\n    max_tokens: 4\n    interval: 1s\n    timeout: 900ms\n    reuse_connections: false\n",
+            "agent: {{location: here}}\n{receivers}probes:\n  - name: swap\n    kind: openai_chat\n    url: http://{}/v1/chat/completions\n    model: {model}\n    max_tokens: 4\n    interval: 1s\n    timeout: 900ms\n    reuse_connections: false\n",
             fwd.addr
         ),
     )
@@ -196,9 +197,45 @@ async fn a_model_swap_behind_the_simulator_is_one_event_and_no_failure() {
         Some(("sim-model", "sim-mod-2")),
     )
     .await;
-    let markdown = tokio::task::spawn_blocking(move || swap_and_check(&fwd, "sim-model", "sim-mod-2"))
-        .await
-        .unwrap();
+    // The notice goes to every receiver that takes one: the webhook as one JSON object,
+    // PagerDuty as a change event (no incident), Alertmanager not at all (no alert).
+    let (hook, pager, am) = (
+        FakeReceiver::start(200),
+        FakeReceiver::start(202),
+        FakeReceiver::start(200),
+    );
+    let receivers = format!(
+        "receivers:\n  - {{name: hook, kind: webhook, url: \"http://{}/hook\"}}\n  - {{name: pager, kind: pagerduty, url: \"http://{}/v2/enqueue\", routing_key: rk-0123456789}}\n  - {{name: am, kind: alertmanager, url: \"http://{}\"}}\n",
+        hook.addr, pager.addr, am.addr
+    );
+    let markdown =
+        tokio::task::spawn_blocking(move || swap_and_check(&fwd, "sim-model", "sim-mod-2", &receivers))
+            .await
+            .unwrap();
+    let notices = hook.accepted();
+    assert_eq!(notices.len(), 1, "one notice, nothing else: {notices:?}");
+    let notice = &notices[0];
+    assert_eq!(notice["event"], "notice", "{notice}");
+    assert_eq!(notice["alert"]["severity"], "info");
+    assert_eq!(notice["alert"]["condition"], "model_change");
+    let summary = notice["alert"]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("model changed on swap (here): sim-model") && summary.contains(" → sim-mod-2"),
+        "{summary}"
+    );
+    let paged: Vec<(String, serde_json::Value)> = pager
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(r, _)| (r.path.clone(), r.json()))
+        .collect();
+    assert_eq!(paged.len(), 1, "{paged:?}");
+    let (path, change) = &paged[0];
+    assert_eq!(path, "/v2/change/enqueue", "a change event, not an incident");
+    assert!(change.get("event_action").is_none(), "{change}");
+    assert_eq!(change["payload"]["summary"], summary);
+    assert_eq!(am.call_count(), 0, "Alertmanager is sent no alert");
     let section = &markdown[markdown.find("## Model changes").unwrap()..];
     let row = section
         .lines()
@@ -237,8 +274,9 @@ async fn a_model_swap_between_two_real_llama_servers_is_one_event() {
     }
     let _heavy = heavy();
     let fwd = forwarder(blue, green, None).await;
-    let markdown = tokio::task::spawn_blocking(move || swap_and_check(&fwd, "tiny-llama", "tiny-llama-v2"))
-        .await
-        .unwrap();
+    let markdown =
+        tokio::task::spawn_blocking(move || swap_and_check(&fwd, "tiny-llama", "tiny-llama-v2", ""))
+            .await
+            .unwrap();
     eprintln!("{markdown}");
 }
