@@ -3,7 +3,8 @@
 //! between runs (a blue-green switch, so no run fails), the agent probes through it with
 //! its history, and the swap must be exactly one change event (in `/api/v1/model_changes`,
 //! one live `inferprobe_probe_model_info` series naming the new model) with no failed run,
-//! and `inferprobe report` must show it in "Model changes" with figures before and after.
+//! and `inferprobe report` must show it in "Model changes" with figures before and after;
+//! the status page marks it on the probe's chart, and the receivers get one info notice.
 //!
 //! Against the built-in simulator the forwarder plays the second model by rewriting the
 //! model's name in what comes back (same length, so no framing changes); against the two
@@ -147,6 +148,39 @@ fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str, receivers: &str
         change["before"]["summary"].as_str().unwrap().starts_with(model),
         "{change}"
     );
+    // The status page marks the change on the probe's chart, on the board and its page.
+    for page in ["/", "/probes/swap"] {
+        let (status, _, html) = http_get(&agent.addr, page, None);
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(
+            html.matches("<g class=model-change>").count(),
+            1,
+            "{page}: {html}"
+        );
+        assert!(
+            html.contains(&format!("<title>model changed: {model}")),
+            "{page}: {html}"
+        );
+    }
+    // In a real browser the marker is drawn (a line of some height inside the chart),
+    // and nothing on the page errs. Without chromium, said and skipped.
+    let marker = "(() => { const l = document.querySelectorAll('g.model-change line')[1]; \
+                  const r = l && l.getBoundingClientRect(); return r ? r.height : 0; })()";
+    if let Some(page) = crate::support::browser::render_with(
+        &format!("http://{}/probes/swap", agent.addr),
+        1280,
+        900,
+        false,
+        marker,
+    ) {
+        eprintln!(
+            "the swap's probe page: {}",
+            page.save_png("model-change-marker").display()
+        );
+        assert!(page.console_errors.is_empty(), "{:#?}", page.console_errors);
+        assert!(page.evaluated.as_f64().unwrap_or(0.0) > 50.0, "{page:?}");
+        assert!(page.text.contains("model changed"), "the legend: {}", page.text);
+    }
     // Every run is in the history before the report reads it.
     agent.signal("TERM");
     let _ = agent.child.wait();
