@@ -196,7 +196,7 @@ impl Metrics {
         );
         agent.register(
             "notifications",
-            "Notification attempts by receiver, event (firing, reminder, resolved) and result: delivered; failed (will retry); rejected (4xx, dropped); expired (undeliverable past give_up_after)",
+            "Notification attempts by receiver, event (firing, reminder, resolved, notice) and result: delivered; failed (will retry); rejected (4xx, dropped); expired (undeliverable past give_up_after)",
             m.notifications.clone(),
         );
         agent.register(

@@ -119,6 +119,11 @@ pub(super) struct Paging {
     pacing: Arc<notify::Pacing>,
     /// Which model serves each probe (agent/model_watch.rs).
     models: Mutex<super::model_watch::ModelWatch>,
+    /// How people reach this agent, for a notice's links.
+    api_base: String,
+    /// Per probe, the receivers told of a change of its model: those its config
+    /// chooses for it (`alert.model_changes`, routed as `info`) that take notices.
+    notice_receivers: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl Paging {
@@ -165,6 +170,8 @@ impl Paging {
             receivers: Mutex::new(Tasks::default()),
             pacing: Arc::default(),
             models: Mutex::new(super::model_watch::ModelWatch::new(store.clone(), location)),
+            api_base: api_base.to_owned(),
+            notice_receivers: Mutex::default(),
         };
         paging.publish(
             &mut paging.state.lock().expect("paging lock").alerting,
@@ -218,6 +225,7 @@ impl Paging {
                 self.metrics.notifications_pending(&r.name, n);
             }
         }
+        *self.notice_receivers.lock().expect("notice receivers lock") = notice_receivers(config);
         let rules = config
             .probes
             .iter()
@@ -375,17 +383,25 @@ impl Paging {
             state.board_stale = true;
         }
         if !all.notifications.is_empty() {
-            let receivers = self.receivers.lock().expect("receivers lock");
-            for (r, _) in &rows {
-                if let Some(d) = receivers.get(r) {
-                    let wake = &d.shared;
-                    wake.notify_one();
-                }
+            self.wake(&rows);
+        }
+    }
+
+    /// Wakes the delivery loops of the receivers `rows` were queued for, once saved, and
+    /// updates their pending gauges.
+    fn wake(&self, rows: &[(String, String)]) {
+        let receivers = self.receivers.lock().expect("receivers lock");
+        let mut woken: Vec<&String> = Vec::new();
+        for (r, _) in rows {
+            if woken.contains(&r) {
+                continue;
             }
-            for r in &configured {
-                if let Ok(pending) = self.store.pending_count(r) {
-                    self.metrics.notifications_pending(r, pending);
-                }
+            woken.push(r);
+            if let Some(d) = receivers.get(r) {
+                d.shared.notify_one();
+            }
+            if let Ok(pending) = self.store.pending_count(r) {
+                self.metrics.notifications_pending(r, pending);
             }
         }
     }
@@ -401,10 +417,10 @@ impl Paging {
         self.active.send_replace(Arc::new(alerting.active(now)));
     }
 
-    /// Stores a probe's change of served model (or its first identity) as an event.
-    /// A notice, never a page: it opens no alert and moves no streak. Its notification
-    /// to the receivers is not written yet (issue 28: left for a receiver-neutral
-    /// notice that no receiver turns into an incident), so the outbox takes nothing.
+    /// Stores a probe's change of served model (or its first identity) as an event,
+    /// and in the same transaction queues its notice ([`crate::alert::model_change_notice`])
+    /// for the probe's notice receivers. A notice, never a page: it opens no alert and
+    /// moves no streak. A first identity is a baseline: stored, told to nobody.
     pub(super) fn observe_model(&self, outcome: &Outcome) {
         let Some(change) = self
             .models
@@ -414,7 +430,37 @@ impl Paging {
         else {
             return;
         };
-        let save = || self.store.record_model_change(&change, &[], SystemTime::now());
+        let mut rows = Vec::new();
+        if let Some(before) = &change.before {
+            let receivers: Vec<String> = {
+                let chosen = self.notice_receivers.lock().expect("notice receivers lock");
+                let running = self.receivers.lock().expect("receivers lock");
+                chosen
+                    .get(&change.probe)
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| running.contains(r))
+                    .cloned()
+                    .collect()
+            };
+            if !receivers.is_empty() {
+                let site = crate::alert::ChangeSite {
+                    probe: &outcome.probe,
+                    location: &self.location,
+                    api_base: &self.api_base,
+                };
+                let n = crate::alert::model_change_notice(
+                    &site,
+                    change.at,
+                    &before.summary,
+                    &change.after.summary,
+                    receivers,
+                );
+                let payload = serde_json::to_string(&n).expect("notifications serialize");
+                rows = n.receivers.iter().map(|r| (r.clone(), payload.clone())).collect();
+            }
+        }
+        let save = || self.store.record_model_change(&change, &rows, SystemTime::now());
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let saved = if multi_thread {
@@ -422,14 +468,45 @@ impl Paging {
         } else {
             save()
         };
-        if let Err(e) = saved {
-            tracing::error!(probe = %change.probe, error = %e, "Cannot store the change of served model.");
+        match saved {
+            Err(e) => {
+                tracing::error!(probe = %change.probe, error = %e, "Cannot store the change of served model.");
+            }
+            Ok(()) if !rows.is_empty() => self.wake(&rows),
+            Ok(()) => {}
         }
     }
 
     pub(super) fn stop(&self) {
         self.receivers.lock().expect("receivers lock").cancel_all();
     }
+}
+
+/// Per probe, the receivers its config chooses for model change notices, less those
+/// that take none (Alertmanager, a PagerDuty behind an unknown URL), each of which is
+/// said once.
+fn notice_receivers(config: &Config) -> HashMap<String, Vec<String>> {
+    let mut refused: Vec<&str> = Vec::new();
+    let mut out = HashMap::new();
+    for p in &config.probes {
+        let mut chosen = Vec::new();
+        for name in &p.alert.model_change_receivers {
+            let Some(r) = config.receivers.iter().find(|r| &r.name == name) else {
+                continue;
+            };
+            match notify::takes_notices(r) {
+                Ok(()) => chosen.push(name.clone()),
+                Err(why) => {
+                    if !refused.contains(&name.as_str()) {
+                        refused.push(name);
+                        tracing::info!(receiver = %name, why, "This receiver is told of no model changes.");
+                    }
+                }
+            }
+        }
+        out.insert(p.name.to_string(), chosen);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -30,9 +30,11 @@ use crate::stats::percentile;
 use crate::time_zone::TimeZone;
 
 mod kept;
+mod notice;
 mod words;
 use crate::unix_time::unix_ms;
 use kept::Kept;
+pub use notice::{ChangeSite, model_change_notice};
 pub use words::rfc3339;
 use words::{Ended, describe_degraded, describe_down, host_of, lasted, resolved_summary, with_failure};
 
@@ -48,6 +50,9 @@ pub enum Condition {
     Degraded,
     /// `inferprobe test-alert`.
     Test,
+    /// The served model changed: a notice (alert/notice.rs), never a page.
+    #[serde(rename = "model_change")]
+    ModelChange,
 }
 
 impl Condition {
@@ -56,6 +61,7 @@ impl Condition {
             Condition::Down => "down",
             Condition::Degraded => "degraded",
             Condition::Test => "test",
+            Condition::ModelChange => "model_change",
         }
     }
 
@@ -64,6 +70,7 @@ impl Condition {
             Condition::Down => "InferenceEndpointDown",
             Condition::Degraded => "InferenceEndpointDegraded",
             Condition::Test => "InferprobeTestAlert",
+            Condition::ModelChange => "InferenceModelChanged",
         }
     }
 }
@@ -75,6 +82,9 @@ pub enum AlertEvent {
     Firing,
     Reminder,
     Resolved,
+    /// Something to know, not to act on (a model change): opens nothing, resolves
+    /// nothing, wakes nobody.
+    Notice,
 }
 
 impl AlertEvent {
@@ -83,6 +93,7 @@ impl AlertEvent {
             AlertEvent::Firing => "firing",
             AlertEvent::Reminder => "reminder",
             AlertEvent::Resolved => "resolved",
+            AlertEvent::Notice => "notice",
         }
     }
 }

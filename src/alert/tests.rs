@@ -78,6 +78,8 @@ fn alert_config() -> AlertConfig {
         down_receivers: vec!["pager".into()],
         degraded_receivers: vec!["pager".into()],
         rate_limited: RateLimited::Throttled,
+        model_changes: true,
+        model_change_receivers: vec!["pager".into()],
     }
 }
 

@@ -73,6 +73,12 @@ pub struct AlertConfig {
     /// two alerts of one probe may go to different receivers.
     pub degraded_receivers: Vec<String>,
     pub rate_limited: RateLimited,
+    /// Whether a change of the served model is told (`alert.model_changes`, default
+    /// true): a notice at severity info, never a page.
+    pub model_changes: bool,
+    /// Receiver names of that notice, chosen as the alerts' are, for severity `info`;
+    /// empty when `model_changes` is false.
+    pub model_change_receivers: Vec<String>,
 }
 
 impl AlertConfig {
@@ -133,6 +139,9 @@ pub(super) struct RawAlert {
     receivers: Option<Vec<String>>,
     /// What an HTTP 429 means: `throttled` (the degraded alert; the default) or `down`.
     rate_limited: Option<RateLimited>,
+    /// Tell the receivers when the served model changes: a notice at severity `info`
+    /// (routed as `info`), never a page (default true).
+    model_changes: Option<bool>,
 }
 
 impl RawAlert {
@@ -153,6 +162,7 @@ impl RawAlert {
             runbook_url: self.runbook_url.or(d.runbook_url),
             receivers: self.receivers.or(d.receivers),
             rate_limited: self.rate_limited.or(d.rate_limited),
+            model_changes: self.model_changes.or(d.model_changes),
         }
     }
 }
@@ -273,6 +283,7 @@ pub(super) fn alert(
     if cx.errors.len() > before {
         return None;
     }
+    let model_changes = raw.model_changes.unwrap_or(true);
     Some(AlertConfig {
         failure_threshold,
         success_threshold,
@@ -281,8 +292,10 @@ pub(super) fn alert(
         slo_severity,
         runbook_url,
         down_receivers: chosen.clone(),
+        model_change_receivers: if model_changes { chosen.clone() } else { Vec::new() },
         degraded_receivers: chosen,
         rate_limited: raw.rate_limited.unwrap_or_default(),
+        model_changes,
     })
 }
 
@@ -362,6 +375,7 @@ pub(super) fn defaults_alert(cx: &mut Diagnostics, raw: RawAlert, receivers: &[S
             })
         }),
         rate_limited: raw.rate_limited,
+        model_changes: raw.model_changes,
     }
 }
 

@@ -204,6 +204,11 @@ impl Routes {
     ) {
         self.routed_probes += 1;
         let fires: Vec<&str> = alert.pages(slo).iter().map(|(which, _, _)| *which).collect();
+        // The model change notice is routed as `info`; one no route takes goes to
+        // nobody, which is not said: a notice nobody asked for is no loss.
+        if alert.model_changes {
+            alert.model_change_receivers = self.receivers_of(Severity::Info, probe).unwrap_or_default();
+        }
         let tracks = [
             ("down", alert.severity, &mut alert.down_receivers),
             ("degraded", alert.slo_severity, &mut alert.degraded_receivers),

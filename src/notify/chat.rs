@@ -12,6 +12,7 @@ pub(super) fn mark(n: &Notification) -> &'static str {
         AlertEvent::Firing => "🚨",
         AlertEvent::Reminder => "🔔 Still firing:",
         AlertEvent::Resolved => "✅",
+        AlertEvent::Notice => "ℹ️",
     }
 }
 
@@ -49,6 +50,11 @@ pub(super) fn wakes(n: &Notification) -> bool {
     n.alert.severity == Severity::Critical && n.event == AlertEvent::Firing
 }
 
+/// Whether a page says that nothing is wrong: a resolution, or a notice.
+pub(super) fn quiet(n: &Notification) -> bool {
+    matches!(n.event, AlertEvent::Resolved | AlertEvent::Notice)
+}
+
 /// One message to a robot, whatever it carries (one page, or several merged): each
 /// robot's file turns it into its platform's body, adding mentions and its keyword.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,7 +87,7 @@ impl Message {
             markdown: markdown(n, false),
             plain,
             wakes: wakes(n),
-            all_clear: n.event == AlertEvent::Resolved,
+            all_clear: quiet(n),
         }
     }
 
@@ -125,13 +131,14 @@ impl Message {
             (AlertEvent::Firing, "firing"),
             (AlertEvent::Reminder, "still firing"),
             (AlertEvent::Resolved, "resolved"),
+            (AlertEvent::Notice, "notices"),
         ] {
             let n = count(event);
             if n > 0 {
                 parts.push(format!("{n} {word}"));
             }
         }
-        let all_clear = merged.iter().all(|n| n.event == AlertEvent::Resolved);
+        let all_clear = merged.iter().all(quiet);
         let mark = if all_clear { "✅" } else { "🚨" };
         let title = format!("{mark} {} alerts changed: {}", taken, parts.join(", "));
         let rest = pages.len() - taken;

@@ -12,6 +12,11 @@ use crate::time_zone::TimeZone;
 /// One line of a digest: an alert's summary, when, and its link.
 type Entry<'a> = (&'a str, std::time::SystemTime, &'a str);
 
+/// An alert's line: its summary, when it fired, its link.
+fn fired_line(a: &crate::alert::Alert) -> Entry<'_> {
+    (a.summary.as_str(), a.fired_at, a.api_url.as_str())
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     /// The subject of an e-mail, the title of a robot's message.
@@ -94,12 +99,17 @@ impl Document {
             .iter()
             .filter(|f| f.alert.resolved_at.is_none() && f.receivers.iter().any(|r| r == receiver))
             .collect();
-        let title = format!(
+        let notices = of(AlertEvent::Notice);
+        let mut title = format!(
             "inferprobe daily digest: {} fired, {} resolved, {} still open",
             fired.len(),
             resolved.len(),
             still.len()
         );
+        // Said only when there were some: most days no model changes.
+        if !notices.is_empty() {
+            title.push_str(&format!(", {} model changes", notices.len()));
+        }
         let period = format!(
             "{} to {}",
             zone.clock_with_offset(since),
@@ -134,20 +144,8 @@ impl Document {
             html_escape(&title),
             html_escape(&period)
         );
-        let sections: [(&str, Vec<Entry>); 3] = [
-            (
-                "Fired",
-                fired
-                    .iter()
-                    .map(|n| {
-                        (
-                            n.alert.summary.as_str(),
-                            n.alert.fired_at,
-                            n.alert.api_url.as_str(),
-                        )
-                    })
-                    .collect(),
-            ),
+        let sections: [(&str, Vec<Entry>); 4] = [
+            ("Fired", fired.iter().map(|n| fired_line(&n.alert)).collect()),
             (
                 "Resolved",
                 resolved
@@ -158,18 +156,10 @@ impl Document {
                     })
                     .collect(),
             ),
+            ("Still open", still.iter().map(|f| fired_line(&f.alert)).collect()),
             (
-                "Still open",
-                still
-                    .iter()
-                    .map(|f| {
-                        (
-                            f.alert.summary.as_str(),
-                            f.alert.fired_at,
-                            f.alert.api_url.as_str(),
-                        )
-                    })
-                    .collect(),
+                "Model changes",
+                notices.iter().map(|n| fired_line(&n.alert)).collect(),
             ),
         ];
         for (heading, items) in &sections {

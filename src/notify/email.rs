@@ -406,6 +406,7 @@ impl Mail {
         let colour = match n.event {
             AlertEvent::Firing | AlertEvent::Reminder => "#b42318",
             AlertEvent::Resolved => "#067647",
+            AlertEvent::Notice => "#175cd3",
         };
         let html = format!(
             concat!(

@@ -125,6 +125,22 @@ impl ReceiverKind {
         }
     }
 
+    /// Whether it is told of notices (a model change) at all: not Alertmanager, which
+    /// holds alerts, and a notice would be one that fires; PagerDuty only where its
+    /// Change Events URL is known ([`takes_notices`]).
+    fn may_take_notices(self) -> bool {
+        match self {
+            ReceiverKind::Alertmanager => false,
+            ReceiverKind::Pagerduty
+            | ReceiverKind::Webhook
+            | ReceiverKind::Slack
+            | ReceiverKind::Dingtalk
+            | ReceiverKind::Wecom
+            | ReceiverKind::Feishu
+            | ReceiverKind::Email => true,
+        }
+    }
+
     /// Where it sends when the receiver gives no `url` (`None`: the `url` is required).
     pub fn default_url(self) -> Option<&'static str> {
         match self {
@@ -267,6 +283,18 @@ fn run<K: crate::config::OwnKeys, S>(
 ) -> Option<S> {
     let own = cx.section::<K>(own, common.prefix, None)?;
     check(cx, ReceiverKeys { common, own })
+}
+
+/// Whether `receiver` is told of notices (a model change): `Err` says why not, for the
+/// log line of the agent that leaves it out.
+pub fn takes_notices(receiver: &ReceiverConfig) -> Result<(), &'static str> {
+    if !receiver.kind.may_take_notices() {
+        return Err("it holds alerts, and a model change is no alert");
+    }
+    if receiver.kind == ReceiverKind::Pagerduty && pagerduty::change_url(receiver.url.expose()).is_none() {
+        return Err("its url does not end in /v2/enqueue, so its Change Events URL is not known");
+    }
+    Ok(())
 }
 
 /// What one notification becomes for a receiver: a JSON post, or an e-mail.

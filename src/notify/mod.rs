@@ -30,7 +30,7 @@ mod wecom;
 
 pub use alertmanager::DEFAULT_RESEND_INTERVAL;
 pub use document::Document;
-pub use kinds::{ReceiverKind, ReceiverSpec};
+pub use kinds::{ReceiverKind, ReceiverSpec, takes_notices};
 pub use pace::Pacing;
 
 use std::sync::Arc;
@@ -510,6 +510,15 @@ async fn readable(
                 continue;
             }
         };
+        // Paging queues notices only for receivers that take them; one queued before a
+        // reload changed the receiver (its kind, its url) would be sent as a page.
+        if queued.event == AlertEvent::Notice
+            && let Err(why) = takes_notices(&receiver.config)
+        {
+            tracing::info!(receiver = %name, id = %queued.id, why, "Dropping a notice this receiver no longer takes.");
+            remove(cx, pending.id).await;
+            continue;
+        }
         if expire
             && now.duration_since(pending.created_at).unwrap_or_default() > receiver.config.give_up_after
         {
@@ -576,6 +585,9 @@ async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) {
         _ = tokio::time::sleep(d) => {}
     }
 }
+
+#[cfg(test)]
+mod notice_tests;
 
 #[cfg(test)]
 mod tests {

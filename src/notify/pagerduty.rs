@@ -2,6 +2,10 @@
 //! only updates the open incident), `resolve` when it resolves. The dedup key is
 //! deterministic (probe, location, severity), so resolving needs no remote state and a
 //! repeated trigger never opens a second incident.
+//!
+//! A notice (a model change) is no incident: it goes to the Change Events API
+//! (`/v2/change/enqueue` beside the events URL), which shows it on the service's
+//! timeline and opens nothing.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -62,7 +66,44 @@ pub(super) const AFTER_TEST_PAGE: &str =
     "PagerDuty keeps the incident open until it is resolved (there, or with `--resolve`).";
 
 pub(super) fn request(url: &str, spec: &Spec, n: &Notification) -> (String, Value) {
+    if n.event == AlertEvent::Notice
+        && let Some(change) = change_url(url)
+    {
+        return (change, change_body(n, spec.routing_key.expose()));
+    }
     (url.to_owned(), body(n, spec.routing_key.expose()))
+}
+
+/// The Change Events URL beside an Events API URL (`…/v2/enqueue` becomes
+/// `…/v2/change/enqueue`); `None` for a URL that is not one (a proxy of the user's),
+/// whose change endpoint we cannot know: that receiver gets no notices.
+pub(super) fn change_url(url: &str) -> Option<String> {
+    let base = url.trim_end_matches('/').strip_suffix("/v2/enqueue")?;
+    Some(format!("{base}/v2/change/enqueue"))
+}
+
+/// A change event: summary, source, time and details; no severity, no dedup key,
+/// nothing to resolve.
+pub fn change_body(n: &Notification, routing_key: &str) -> Value {
+    let a = &n.alert;
+    json!({
+        "routing_key": routing_key,
+        "links": [{"href": a.api_url, "text": "inferprobe: this probe's results"}],
+        "payload": {
+            "summary": crate::human::first_chars(&a.summary, MAX_SUMMARY),
+            "source": if a.host.is_empty() { &a.location } else { &a.host },
+            "timestamp": rfc3339(a.fired_at),
+            "custom_details": {
+                "probe": a.probe,
+                "location": a.location,
+                "model": a.model,
+                "endpoint": a.endpoint,
+                "description": a.description,
+                "event": n.event.as_str(),
+                "id": n.id,
+            },
+        },
+    })
 }
 
 /// The Events API answers 202 with `{"status": "success"}`; its refusals are 400

@@ -42,6 +42,7 @@ pub fn body(n: &Notification) -> Value {
         AlertEvent::Firing => ":rotating_light:",
         AlertEvent::Reminder => ":bell: Still firing:",
         AlertEvent::Resolved => ":white_check_mark:",
+        AlertEvent::Notice => ":information_source:",
     };
     let text = format!(
         "{mark} *{}* ({})\n{}",

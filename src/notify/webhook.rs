@@ -1,6 +1,6 @@
 //! Generic webhooks: the body (documented in docs/alerting.md) is one JSON object per
 //! notification: `version`, a unique `id` to deduplicate on, the `event` (firing,
-//! reminder, resolved), `sent_at`, and the `alert` with every field of the page.
+//! reminder, resolved, or notice for a model change), `sent_at`, and the `alert` with every field of the page.
 
 use std::time::SystemTime;
 

@@ -422,6 +422,9 @@ async fn probe_page(State(s): State<ServerState>, Path(name): Path<String>) -> R
     }
 }
 
+/// The most model changes the status page marks on its charts, all probes together.
+const MAX_CHART_MARKS: usize = 1000;
+
 /// The page's figures: every configured probe (or one), with 7 days of this
 /// location's history, its latest outcome and its firing alerts.
 fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeView>), StoreError> {
@@ -449,6 +452,18 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
         until: now + Duration::from_secs(1),
     };
     let first_runs = s.history.first_runs(&s.location)?;
+    // The charts' markers: the changes of the longest chart span (24 h); a change is a
+    // release, so a few, and the bound only guards against a flapping identity.
+    let marked = RunQuery {
+        since: now
+            .checked_sub(page::WINDOWS[1].0)
+            .unwrap_or(SystemTime::UNIX_EPOCH),
+        ..query.clone()
+    };
+    let mut changes: HashMap<String, Vec<crate::store::ModelChange>> = HashMap::new();
+    for c in s.history.model_changes(&marked, MAX_CHART_MARKS)? {
+        changes.entry(c.probe.clone()).or_default().push(c);
+    }
     let configured: std::collections::HashSet<&str> = outcomes.iter().map(|(n, _)| &**n).collect();
     let mut views: HashMap<Arc<str>, ProbeView> = HashMap::new();
     s.history.for_each_series(&query, |runs| {
@@ -464,6 +479,7 @@ fn board(s: &ServerState, only: Option<&str>) -> Result<(AgentView, Vec<ProbeVie
             let mut view = views.remove(&name).unwrap_or_else(|| {
                 ProbeView::new(&name, &[], first_runs.get(&*name).copied(), firing(&name), now)
             });
+            view.model_changes = changes.remove(&*name).unwrap_or_default();
             if let Some(o) = last {
                 view.kind = Some(o.probe.kind.to_owned());
                 view.model = Some(o.probe.model.clone()).filter(|m| !m.is_empty());

@@ -13,7 +13,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use crate::alert::{Condition, Firing};
 use crate::human::{html_escape as esc, percent, seconds, shorten, span};
 use crate::stats::{Summary, Targets, percentile};
-use crate::store::RunRecord;
+use crate::store::{ModelChange, RunRecord};
 use crate::time_zone::TimeZone;
 
 /// The windows of the status page.
@@ -52,6 +52,9 @@ pub struct ProbeView {
     /// The chart: the last 24 h, or less while the history is younger (at least 10 min).
     pub chart: Vec<ChartBucket>,
     pub chart_span: Duration,
+    /// Changes of the served model, oldest first: a marker each on the chart, where
+    /// they fall within its span.
+    pub model_changes: Vec<ModelChange>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -130,6 +133,7 @@ impl ProbeView {
             windows,
             chart: chart(runs, now, chart_span),
             chart_span,
+            model_changes: Vec::new(),
         }
     }
 
@@ -298,7 +302,7 @@ fn card(out: &mut String, p: &ProbeView, agent: &AgentView) {
     alerts(out, p, now);
     windows_table(out, p);
     last_lines(out, p, agent);
-    chart_block(out, p, 360, 64);
+    chart_block(out, p, agent, 360, 64);
     out.push_str("</section>");
 }
 
@@ -446,15 +450,77 @@ fn run_result(r: &RunRecord) -> String {
     }
 }
 
-fn chart_block(out: &mut String, p: &ProbeView, width: u32, height: u32) {
-    out.push_str(&svg_chart(&p.chart, width, height));
+fn chart_block(out: &mut String, p: &ProbeView, agent: &AgentView, width: u32, height: u32) {
+    let marks = change_marks(p, agent);
+    let mut svg = svg_chart(&p.chart, width, height);
+    if !marks.is_empty() {
+        let at = svg.len() - "</svg>".len();
+        svg.insert_str(at, &svg_marks(&marks, width, height));
+    }
+    out.push_str(&svg);
+    let legend = if marks.is_empty() {
+        ""
+    } else {
+        " · <span style=\"color:var(--warn)\">┆ model changed</span>"
+    };
     let _ = write!(
         out,
         "<div class=mute style=\"display:flex;justify-content:space-between;font-size:11px\"><span>{} ago</span>\
-         <span>P95 total per {} · <span style=\"color:var(--ttft)\">TTFT</span> · <span class=fail>failures</span></span><span>now</span></div>",
+         <span>P95 total per {} · <span style=\"color:var(--ttft)\">TTFT</span> · <span class=fail>failures</span>{legend}</span><span>now</span></div>",
         span(p.chart_span),
         span(p.chart_span / CHART_BUCKETS as u32)
     );
+}
+
+/// The probe's model changes within the chart's span: where each falls (0 the chart's
+/// start, 1 now) and its words, "model changed: before → after" and when.
+fn change_marks(p: &ProbeView, agent: &AgentView) -> Vec<(f64, String)> {
+    let start = agent
+        .now
+        .checked_sub(p.chart_span)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    p.model_changes
+        .iter()
+        .filter(|c| c.at >= start && c.at <= agent.now)
+        .map(|c| {
+            let x = c.at.duration_since(start).unwrap_or_default().as_secs_f64()
+                / p.chart_span.as_secs_f64().max(1.0);
+            let before = c.before.as_ref().map_or("?", |b| b.summary.as_str());
+            let words = format!(
+                "model changed: {before} → {} ({})",
+                c.after.summary,
+                agent.time_zone.clock_with_offset(c.at)
+            );
+            (x.clamp(0.0, 1.0), words)
+        })
+        .collect()
+}
+
+/// A dashed vertical line per model change with a small label, its words (escaped:
+/// the summaries are the server's) as the tooltip; a wide transparent line under it
+/// makes the tooltip easy to hover.
+fn svg_marks(marks: &[(f64, String)], width: u32, height: u32) -> String {
+    let (w, plot) = (f64::from(width), f64::from(height) - 12.0);
+    let mut svg = String::new();
+    for (x, words) in marks {
+        let x = (x * w).clamp(1.0, w - 1.0);
+        // The label reads away from the nearer edge, so it stays inside the chart.
+        let (tx, anchor) = if x > w * 0.75 {
+            (x - 3.0, "end")
+        } else {
+            (x + 3.0, "start")
+        };
+        let _ = write!(
+            svg,
+            "<g class=model-change><title>{words}</title>\
+             <line x1=\"{x:.1}\" y1=0 x2=\"{x:.1}\" y2=\"{plot:.1}\" stroke=transparent stroke-width=8 />\
+             <line x1=\"{x:.1}\" y1=0 x2=\"{x:.1}\" y2=\"{plot:.1}\" stroke=\"var(--warn)\" stroke-width=1.5 stroke-dasharray=\"3 2\" />\
+             <text x=\"{tx:.1}\" y=\"{:.1}\" font-size=9 text-anchor={anchor} fill=\"var(--warn)\">model</text></g>",
+            plot - 3.0,
+            words = esc(words),
+        );
+    }
+    svg
 }
 
 /// A latency chart: P95 of total (and TTFT) per bucket, failures as red bars.
@@ -553,7 +619,7 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
     alerts(&mut out, p, agent.now);
     windows_table(&mut out, p);
     last_lines(&mut out, p, agent);
-    chart_block(&mut out, p, 800, 160);
+    chart_block(&mut out, p, agent, 800, 160);
     for f in &p.alerts {
         let _ = write!(
             out,
@@ -629,147 +695,4 @@ pub fn url_encode(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::UNIX_EPOCH;
-
-    fn run(at: SystemTime, ok: bool, total_ms: u64) -> RunRecord {
-        crate::store::sample("chat <b>", at, ok, total_ms)
-    }
-
-    #[test]
-    fn cold_windows_are_marked_partial_and_text_is_escaped() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let runs: Vec<RunRecord> = (0..20)
-            .map(|i| run(now - Duration::from_secs(600 - i * 30), i != 7, 400 + i * 10))
-            .collect();
-        let view = ProbeView::new("chat <b>", &runs, None, Vec::new(), now);
-        assert_eq!(view.state(), State::Up);
-        assert_eq!(view.windows[0].0.runs, 20);
-        assert_eq!(view.windows[0].0.availability, Some(0.95));
-        let agent = AgentView {
-            location: "eu".into(),
-            started_at: now - Duration::from_secs(600),
-            history_since: Some(runs[0].at),
-            now,
-            time_zone: TimeZone::UTC,
-        };
-        let html = index(&agent, std::slice::from_ref(&view));
-        assert!(html.contains("Cold data"), "{html}");
-        assert!(html.contains("class=partial"), "{html}");
-        assert!(html.contains("95.00%"));
-        assert!(!html.contains("<script>"), "{html}");
-        assert!(html.contains("chat &lt;b&gt;"));
-        assert!(html.contains("/probes/chat%20%3Cb%3E"));
-        assert!(html.contains("<svg"));
-        assert!(html.contains("<path d=\"M"));
-        // In HTML an unquoted value takes a following `/` into itself (`a=b/>` is
-        // `a="b/"` and leaves the element open, hiding what follows): quote before `/>`.
-        for (i, _) in html.match_indices("/>") {
-            let before = html[..i].chars().last().unwrap();
-            assert!(
-                before == '"' || before == ' ',
-                "unquoted value before `/>`: {}",
-                &html[i.saturating_sub(40)..i + 2]
-            );
-        }
-        assert_eq!(html.matches("<path").count(), 2, "TTFT and total lines");
-        let page = probe_page(&agent, &view, &runs);
-        assert_eq!(page.matches("<tr><td>").count(), 20);
-        assert_eq!(
-            page.matches("<td><code>4bf92f3577b34da6a3ce929d0e0e4736</code></td>")
-                .count(),
-            20,
-            "each run's trace id"
-        );
-        assert_eq!(page.matches("<th scope=row>").count(), 3);
-    }
-
-    #[test]
-    fn a_young_history_claims_no_more_than_it_covers_and_fast_checks_are_not_0_ms() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        // 13 s of fast good runs: no "No failure in 7 days", no "0 ms".
-        let runs: Vec<RunRecord> = (0..4)
-            .map(|i| {
-                let mut r = run(now - Duration::from_secs(13 - i * 4), true, 0);
-                r.total = Some(Duration::from_micros(400));
-                r.ttft = None;
-                r
-            })
-            .collect();
-        let view = ProbeView::new("health", &runs, None, Vec::new(), now);
-        let agent = AgentView {
-            location: "eu".into(),
-            started_at: now - Duration::from_secs(20),
-            history_since: Some(runs[0].at),
-            now,
-            time_zone: TimeZone::UTC,
-        };
-        for html in [
-            index(&agent, std::slice::from_ref(&view)),
-            probe_page(&agent, &view, &runs),
-        ] {
-            assert!(!html.contains("No failure in 7 days"), "{html}");
-            assert!(html.contains("No failure in the 13 s covered."), "{html}");
-            assert!(!html.contains(">0 ms<"), "{html}");
-            assert!(html.contains(">0.4 ms<"), "{html}");
-        }
-        // With a week of history, the week is claimed.
-        let week = ProbeView::new("health", &runs, Some(now - WINDOWS[2].0), Vec::new(), now);
-        let html = index(&agent, std::slice::from_ref(&week));
-        assert!(html.contains("No failure in 7 days."), "{html}");
-    }
-
-    #[test]
-    fn times_are_shown_in_the_configured_zone_with_its_offset() {
-        // 2026-12-01 20:18:05 UTC is 04:18:05 the next day in Shanghai.
-        let now = UNIX_EPOCH + Duration::from_secs(1_796_156_285);
-        let runs = vec![run(now - Duration::from_secs(60), false, 100)];
-        let view = ProbeView::new("chat", &runs, None, Vec::new(), now);
-        let agent = AgentView {
-            location: "cn-east".into(),
-            started_at: now - Duration::from_secs(600),
-            history_since: Some(runs[0].at),
-            now,
-            time_zone: TimeZone::parse("Asia/Shanghai").unwrap(),
-        };
-        let html = index(&agent, std::slice::from_ref(&view));
-        assert!(html.contains("as of 2026-12-02 04:18:05 +08:00"), "{html}");
-        assert!(html.contains("title=\"2026-12-02 04:17:05 +08:00\""), "{html}");
-        assert!(!html.contains("UTC"), "{html}");
-        let page = probe_page(&agent, &view, &runs);
-        assert!(page.contains("<th>started (Asia/Shanghai)</th>"), "{page}");
-        assert!(page.contains("<tr><td>2026-12-02 04:17:05</td>"), "{page}");
-    }
-
-    #[test]
-    fn probes_that_differ_only_in_their_query_look_different() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let agent = AgentView {
-            location: "eu".into(),
-            started_at: now,
-            history_since: None,
-            now,
-            time_zone: TimeZone::UTC,
-        };
-        let views: Vec<ProbeView> = ["?model=a", "?model=b&key=<redacted>"]
-            .into_iter()
-            .enumerate()
-            .map(|(i, q)| {
-                let mut v = ProbeView::new(&format!("p{i}"), &[], None, Vec::new(), now);
-                v.endpoint = Some("https://h.example/v1/health".into());
-                v.query = q.into();
-                v
-            })
-            .collect();
-        let html = index(&agent, &views);
-        assert!(
-            html.contains("https://h.example/v1/health?model=a</div>"),
-            "{html}"
-        );
-        assert!(
-            html.contains("https://h.example/v1/health?model=b&amp;key=&lt;redacted&gt;</div>"),
-            "{html}"
-        );
-    }
-}
+mod tests;

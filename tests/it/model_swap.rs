@@ -3,7 +3,8 @@
 //! between runs (a blue-green switch, so no run fails), the agent probes through it with
 //! its history, and the swap must be exactly one change event (in `/api/v1/model_changes`,
 //! one live `inferprobe_probe_model_info` series naming the new model) with no failed run,
-//! and `inferprobe report` must show it in "Model changes" with figures before and after.
+//! and `inferprobe report` must show it in "Model changes" with figures before and after;
+//! the status page marks it on the probe's chart, and the receivers get one info notice.
 //!
 //! Against the built-in simulator the forwarder plays the second model by rewriting the
 //! model's name in what comes back (same length, so no framing changes); against the two
@@ -93,7 +94,8 @@ fn successes(agent: &Daemon) -> f64 {
 }
 
 /// Runs the swap through `fwd` and checks every surface; returns the report's Markdown.
-fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str) -> String {
+/// `receivers` is the file's `receivers:` section (or nothing).
+fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str, receivers: &str) -> String {
     let dir = temp_dir("model-swap");
     let data = dir.join("data");
     let path = dir.join("probes.yaml");
@@ -101,7 +103,7 @@ fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str) -> String {
     std::fs::write(
         &path,
         format!(
-            "agent: {{location: here}}\nprobes:\n  - name: swap\n    kind: openai_chat\n    url: http://{}/v1/chat/completions\n    model: {model}\n    max_tokens: 4\n    interval: 1s\n    timeout: 900ms\n    reuse_connections: false\n",
+            "agent: {{location: here}}\n{receivers}probes:\n  - name: swap\n    kind: openai_chat\n    url: http://{}/v1/chat/completions\n    model: {model}\n    max_tokens: 4\n    interval: 1s\n    timeout: 900ms\n    reuse_connections: false\n",
             fwd.addr
         ),
     )
@@ -146,6 +148,39 @@ fn swap_and_check(fwd: &Forwarder, model: &str, new_model: &str) -> String {
         change["before"]["summary"].as_str().unwrap().starts_with(model),
         "{change}"
     );
+    // The status page marks the change on the probe's chart, on the board and its page.
+    for page in ["/", "/probes/swap"] {
+        let (status, _, html) = http_get(&agent.addr, page, None);
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(
+            html.matches("<g class=model-change>").count(),
+            1,
+            "{page}: {html}"
+        );
+        assert!(
+            html.contains(&format!("<title>model changed: {model}")),
+            "{page}: {html}"
+        );
+    }
+    // In a real browser the marker is drawn (a line of some height inside the chart),
+    // and nothing on the page errs. Without chromium, said and skipped.
+    let marker = "(() => { const l = document.querySelectorAll('g.model-change line')[1]; \
+                  const r = l && l.getBoundingClientRect(); return r ? r.height : 0; })()";
+    if let Some(page) = crate::support::browser::render_with(
+        &format!("http://{}/probes/swap", agent.addr),
+        1280,
+        900,
+        false,
+        marker,
+    ) {
+        eprintln!(
+            "the swap's probe page: {}",
+            page.save_png("model-change-marker").display()
+        );
+        assert!(page.console_errors.is_empty(), "{:#?}", page.console_errors);
+        assert!(page.evaluated.as_f64().unwrap_or(0.0) > 50.0, "{page:?}");
+        assert!(page.text.contains("model changed"), "the legend: {}", page.text);
+    }
     // Every run is in the history before the report reads it.
     agent.signal("TERM");
     let _ = agent.child.wait();
@@ -196,9 +231,45 @@ async fn a_model_swap_behind_the_simulator_is_one_event_and_no_failure() {
         Some(("sim-model", "sim-mod-2")),
     )
     .await;
-    let markdown = tokio::task::spawn_blocking(move || swap_and_check(&fwd, "sim-model", "sim-mod-2"))
-        .await
-        .unwrap();
+    // The notice goes to every receiver that takes one: the webhook as one JSON object,
+    // PagerDuty as a change event (no incident), Alertmanager not at all (no alert).
+    let (hook, pager, am) = (
+        FakeReceiver::start(200),
+        FakeReceiver::start(202),
+        FakeReceiver::start(200),
+    );
+    let receivers = format!(
+        "receivers:\n  - {{name: hook, kind: webhook, url: \"http://{}/hook\"}}\n  - {{name: pager, kind: pagerduty, url: \"http://{}/v2/enqueue\", routing_key: rk-0123456789}}\n  - {{name: am, kind: alertmanager, url: \"http://{}\"}}\n",
+        hook.addr, pager.addr, am.addr
+    );
+    let markdown =
+        tokio::task::spawn_blocking(move || swap_and_check(&fwd, "sim-model", "sim-mod-2", &receivers))
+            .await
+            .unwrap();
+    let notices = hook.accepted();
+    assert_eq!(notices.len(), 1, "one notice, nothing else: {notices:?}");
+    let notice = &notices[0];
+    assert_eq!(notice["event"], "notice", "{notice}");
+    assert_eq!(notice["alert"]["severity"], "info");
+    assert_eq!(notice["alert"]["condition"], "model_change");
+    let summary = notice["alert"]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("model changed on swap (here): sim-model") && summary.contains(" → sim-mod-2"),
+        "{summary}"
+    );
+    let paged: Vec<(String, serde_json::Value)> = pager
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(r, _)| (r.path.clone(), r.json()))
+        .collect();
+    assert_eq!(paged.len(), 1, "{paged:?}");
+    let (path, change) = &paged[0];
+    assert_eq!(path, "/v2/change/enqueue", "a change event, not an incident");
+    assert!(change.get("event_action").is_none(), "{change}");
+    assert_eq!(change["payload"]["summary"], summary);
+    assert_eq!(am.call_count(), 0, "Alertmanager is sent no alert");
     let section = &markdown[markdown.find("## Model changes").unwrap()..];
     let row = section
         .lines()
@@ -237,8 +308,9 @@ async fn a_model_swap_between_two_real_llama_servers_is_one_event() {
     }
     let _heavy = heavy();
     let fwd = forwarder(blue, green, None).await;
-    let markdown = tokio::task::spawn_blocking(move || swap_and_check(&fwd, "tiny-llama", "tiny-llama-v2"))
-        .await
-        .unwrap();
+    let markdown =
+        tokio::task::spawn_blocking(move || swap_and_check(&fwd, "tiny-llama", "tiny-llama-v2", ""))
+            .await
+            .unwrap();
     eprintln!("{markdown}");
 }

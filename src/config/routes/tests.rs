@@ -220,3 +220,31 @@ probes:\n{}",
     );
     assert_eq!(warnings(&config), Vec::<String>::new());
 }
+
+/// A model change notice is routed as `info`: with the seed tiers, to the catch-all;
+/// `model_changes: false` (here under `defaults`, one probe turning it back on) tells
+/// nobody; without routes, every receiver the probe pages.
+#[test]
+fn model_change_notices_are_routed_as_info_and_can_be_turned_off() {
+    let notices = |config: &Config| -> Vec<Vec<String>> {
+        config
+            .probes
+            .iter()
+            .map(|p| p.alert.model_change_receivers.clone())
+            .collect()
+    };
+    let text = format!(
+        "{RECEIVERS}{SEED_ROUTES}probes:\n{}{}",
+        probe("chat", ""),
+        probe("quiet", ", alert: {model_changes: false}"),
+    );
+    assert_eq!(notices(&load(&text)), [vec!["daily-digest".to_owned()], vec![]]);
+    let text = format!(
+        "{RECEIVERS}defaults: {{alert: {{model_changes: false}}}}\nprobes:\n{}{}",
+        probe("chat", ""),
+        probe("loud", ", alert: {model_changes: true, receivers: [ml-chat]}"),
+    );
+    let config = load(&text);
+    assert_eq!(notices(&config), [vec![], vec!["ml-chat".to_owned()]]);
+    assert!(!config.probes[0].alert.model_changes);
+}
