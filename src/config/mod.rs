@@ -88,7 +88,7 @@ pub(crate) use own_keys::{KeysOf, KindList, NoKeys, OwnKeys};
 pub use positions::PositionIndex;
 pub(crate) use positions::closest;
 pub(crate) use probe::{Common, KindKeys};
-pub use probe::{ProbeConfig, Schedule, display_url};
+pub use probe::{ProbeConfig, Schedule, Temperature, display_url};
 pub use prompts::{CustomPrompt, PromptBucket, Prompts};
 pub use receivers::ReceiverConfig;
 pub(crate) use receivers::{ReceiverCommon, ReceiverKeys};

@@ -28,7 +28,7 @@ use super::defaults::{
 use super::diagnostics::{Diagnostics, field_names};
 use super::expect::Expect;
 use super::expect::{RawExpect, probe_expect};
-use super::formats::{Duration as DurationText, Name};
+use super::formats::{Duration as DurationText, Name, schema_type};
 use super::own_keys::split_own_keys;
 use super::prompts::{Prompts, RawPrompts, prompts};
 use super::routes::{ProbeFacts, Routes};
@@ -113,6 +113,8 @@ pub(super) fn check_probe(
         cx.error(p, &key("max_tokens"), "must be between 1 and 1000000");
     }
 
+    let temperature = temperature(cx, p, &key("temperature"), kind, raw.temperature);
+
     let expect = probe_expect(cx, p, prefix, kind, raw.expect);
 
     let mut labels: BTreeMap<String, String> = defaults.map(|d| d.labels.clone()).unwrap_or_default();
@@ -146,6 +148,7 @@ pub(super) fn check_probe(
             url: url.as_ref(),
             prompts,
             max_tokens,
+            temperature,
             images,
         };
         kinds::check_spec(cx, common, own)
@@ -587,6 +590,12 @@ pub(super) struct RawProbe {
     /// LLM kinds: cap on generated tokens per run (default: defaults.max_tokens, else 64).
     #[schemars(range(min = 1, max = 1_000_000))]
     pub(super) max_tokens: Option<u32>,
+    /// LLM kinds: the sampling temperature sent (0 to 2), or `server` to send none
+    /// (models that refuse the field: OpenAI's reasoning models). Default: 0 for runs
+    /// whose answer is checked (canaries, a prompt's `expect`, tools, response_format),
+    /// none for the others.
+    #[schemars(with = "Option<TemperatureKey>")]
+    pub(super) temperature: Option<serde_yaml::Value>,
     /// What a run must show to count as a success, beyond a complete, well-formed
     /// response.
     pub(super) expect: Option<RawExpect>,
@@ -641,6 +650,7 @@ pub(crate) struct Common<'a> {
     /// `None` after an error, or for a kind that does not take prompts.
     pub prompts: Option<Prompts>,
     pub max_tokens: u32,
+    pub temperature: Temperature,
     /// `None` when the probe sends none, or they had a problem.
     pub images: Option<Images>,
 }
@@ -680,4 +690,57 @@ pub(super) fn own_keys_of_probe(
     kind: Option<Kind>,
 ) -> Value {
     split_own_keys(cx, probe, RawProbe::keys(), prefix, name, kind)
+}
+
+/// `temperature`: what LLM kinds send as the sampling temperature.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Temperature {
+    /// 0 for runs whose answer is checked, none for the others.
+    #[default]
+    ForChecks,
+    /// This one, every run.
+    Fixed(f32),
+    /// Never sent: the server's (or model's) own.
+    Server,
+}
+
+schema_type!(
+    /// `temperature`: a number from 0 to 2, or `server`.
+    TemperatureKey,
+    schemars::json_schema!({
+        "oneOf": [
+            {"type": "number", "minimum": 0, "maximum": 2},
+            {"const": "server", "description": "Send no temperature: the server's own."},
+        ],
+    })
+);
+
+fn temperature(
+    cx: &mut Diagnostics,
+    p: Option<&str>,
+    key: &str,
+    kind: Option<Kind>,
+    raw: Option<serde_yaml::Value>,
+) -> Temperature {
+    let Some(raw) = raw else {
+        return Temperature::ForChecks;
+    };
+    if kind.is_some_and(|k| !k.is_llm()) {
+        cx.error(p, key, "only for LLM kinds");
+        return Temperature::ForChecks;
+    }
+    match &raw {
+        serde_yaml::Value::Number(n) => match n.as_f64() {
+            Some(t) if (0.0..=2.0).contains(&t) => Temperature::Fixed(t as f32),
+            _ => {
+                cx.error(p, key, "must be between 0 and 2, or `server`");
+                Temperature::ForChecks
+            }
+        },
+        serde_yaml::Value::String(s) if s == "server" => Temperature::Server,
+        _ => {
+            cx.error(p, key, "a number from 0 to 2, or `server` to send none");
+            Temperature::ForChecks
+        }
+    }
 }

@@ -96,14 +96,17 @@ fn check_known(canary: &Canary, text: &str) -> Result<(), Failure> {
     let right = match canary.answer {
         Known::Word(w) => words(text).any(|x| x == w),
         Known::Number(n) => {
-            let asked: Vec<i64> = numbers(canary.question).collect();
-            let mut found = false;
-            let mut other = false;
+            // The number, and besides it only the question's, or the number last (a
+            // working such as `Step 1: 17 + 25 = 42`).
+            let n = n as f64;
+            let asked: Vec<f64> = numbers(canary.question).collect();
+            let (mut found, mut other, mut last) = (false, false, None);
             for x in numbers(text) {
                 found |= x == n;
                 other |= x != n && !asked.contains(&x);
+                last = Some(x);
             }
-            found && !other
+            found && (!other || last == Some(n))
         }
         Known::JsonObject(o) => {
             let expected: serde_json::Value = serde_json::from_str(o).expect("the canaries' JSON parses");
@@ -157,7 +160,7 @@ pub(crate) fn check_schema(schema: &AnswerSchema, text: &str) -> Result<(), Stri
     let value = answer_json(text).map_err(|e| format!("expected a JSON answer for the schema ({e})"))?;
     schema
         .validate(&value)
-        .map_err(|e| format!("the answer breaks the schema {e}"))
+        .map_err(|e| format!("the answer breaks the schema {}", one_line(&e, 160)))
 }
 
 /// The answer parsed as JSON: the whole text, or the inside of one Markdown code fence.
@@ -182,8 +185,9 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
-/// The whole numbers written in `text` (ASCII digits, a minus sign right before them).
-fn numbers(text: &str) -> impl Iterator<Item = i64> + '_ {
+/// The numbers written in `text` (ASCII digits, a decimal part, a minus sign right before
+/// them): `42.0` is 42.
+fn numbers(text: &str) -> impl Iterator<Item = f64> + '_ {
     let bytes = text.as_bytes();
     let mut i = 0;
     std::iter::from_fn(move || {
@@ -196,9 +200,15 @@ fn numbers(text: &str) -> impl Iterator<Item = i64> + '_ {
             while i < bytes.len() && bytes[i].is_ascii_digit() {
                 i += 1;
             }
+            // A decimal part, not a sentence's full stop.
+            if i + 1 < bytes.len() && bytes[i] == b'.' && bytes[i + 1].is_ascii_digit() {
+                i += 1;
+                while i < bytes.len() && bytes[i].is_ascii_digit() {
+                    i += 1;
+                }
+            }
             let negative = start > 0 && bytes[start - 1] == b'-';
-            let digits = &text[start..i];
-            if let Ok(n) = digits.parse::<i64>() {
+            if let Ok(n) = text[start..i].parse::<f64>() {
                 return Some(if negative { -n } else { n });
             }
         }
@@ -332,6 +342,8 @@ mod tests {
                     "42 (17 + 25)",
                     "Answer: 42\n",
                     "The sum of 17 and 25 is 42.",
+                    "42.0",
+                    "Step 1: 17 + 25 = 42",
                     // A reasoning model's working, left in the text by the server.
                     "<think>\n17 + 25: 10 + 20 = 30, 7 + 5 = 12, so 42.\n</think>\n\n42",
                     "10 + 20 = 30 and 7 + 5 = 12\n</think>\n42",
@@ -373,7 +385,7 @@ mod tests {
             }
         }
         // The false-failure measurement of the built-in set: every form passes.
-        assert_eq!(tried, 37);
+        assert_eq!(tried, 39);
     }
 
     #[test]

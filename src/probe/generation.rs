@@ -19,7 +19,7 @@ use super::framing::{Decoder, Event};
 use super::structured::ResponseFormat;
 use super::tools::{Call, ToolCallDelta, ToolCalls, ToolSpec, check_tool_calls};
 use super::{BuildContext, BuildError, RunContext, RunLimits};
-use crate::config::{Common, Expect, Images, ProbeConfig, Prompts};
+use crate::config::{Common, Expect, Images, ProbeConfig, Prompts, Temperature};
 use crate::net::{BodyError, BodyStream, ResponseStream};
 use crate::outcome::{Failure, FailureReason, Observation, TokenSource};
 use crate::payload::Prompt;
@@ -45,6 +45,7 @@ const BODY_END_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct GenerationSpec {
     pub prompts: Prompts,
     pub max_tokens: u32,
+    pub temperature: Temperature,
     pub images: Option<Images>,
     /// The kinds whose protocol has tools: the functions offered, and the call expected.
     pub tools: Option<ToolSpec>,
@@ -59,6 +60,7 @@ impl GenerationSpec {
         Some(GenerationSpec {
             prompts: common.prompts?,
             max_tokens: common.max_tokens,
+            temperature: common.temperature,
             images: common.images,
             tools: None,
             response_format: None,
@@ -72,6 +74,7 @@ pub(crate) struct Generation {
     pub endpoint: Endpoint,
     pub model: String,
     pub max_tokens: u32,
+    temperature: Temperature,
     pub prompts: PromptSet,
     pub images: Option<ImageSet>,
     pub tools: Option<ToolSpec>,
@@ -89,6 +92,7 @@ impl Generation {
             endpoint: Endpoint::build(config, &cx.roots, base_headers)?,
             model: config.model.clone().unwrap_or_default(),
             max_tokens: spec.max_tokens,
+            temperature: spec.temperature,
             prompts: PromptSet::new(&spec.prompts),
             images: spec
                 .images
@@ -103,8 +107,15 @@ impl Generation {
     /// 0 where the answer is checked (a canary, a prompt's own `expect`, a tool call, a
     /// schema): a check must not depend on sampling. `None` keeps the server's default.
     pub fn temperature(&self, prompt: &Prompt) -> Option<f32> {
-        let checked = prompt.deterministic() || self.tools.is_some() || self.response_format.is_some();
-        checked.then_some(0.0)
+        match self.temperature {
+            Temperature::Fixed(t) => Some(t),
+            Temperature::Server => None,
+            Temperature::ForChecks => {
+                let checked =
+                    prompt.deterministic() || self.tools.is_some() || self.response_format.is_some();
+                checked.then_some(0.0)
+            }
+        }
     }
 
     /// The next run's prompt and images (none for text-only probes).
@@ -150,9 +161,11 @@ impl Generation {
             min_output_tokens: expect.min_output_tokens,
             ..Expect::default()
         };
-        let (first_expect, first_text) = match answer_next {
-            Some(_) => (&call_only, ""),
-            None => (expect, streamed.text.as_str()),
+        // Without one, the call is the answer: the text checks have nothing to judge.
+        let call_is_answer = self.tools.is_some();
+        let (first_expect, first_text) = match call_is_answer {
+            true => (&call_only, ""),
+            false => (expect, streamed.text.as_str()),
         };
         obs.result = check_complete(protocol, &streamed, body_end)
             .and_then(|()| {
@@ -178,6 +191,7 @@ impl Generation {
                     .await;
             }
             Some(_) => {}
+            None if call_is_answer => {}
             None => {
                 obs.result = obs
                     .result

@@ -22,7 +22,7 @@
 //! said: it never fails a run. Fields that change per request (`created`, `expires_at`,
 //! slots) are left out, or the digest would change every time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -88,6 +88,9 @@ struct State {
     fetched_for: Option<(Option<String>, Option<String>)>,
     /// Each source's last good answer.
     facts: BTreeMap<Source, Fields>,
+    /// Sources that answered at least once, with something or with a refusal: until every
+    /// source asked has, an identity would lack what they say and read as a change.
+    settled: BTreeSet<Source>,
 }
 
 #[derive(Debug, Clone)]
@@ -189,22 +192,38 @@ impl IdentityFetcher {
         };
         if due {
             let bound = FETCH_TIMEOUT * 2;
-            let fetched = tokio::time::timeout(bound, self.fetch(served.model.as_deref()))
-                .await
-                .unwrap_or_default();
-            // A source that did not answer keeps its last word: a timeout is not a change.
-            self.state.lock().expect("identity lock").facts.extend(fetched);
+            let fetched = tokio::time::timeout(bound, self.fetch(served.model.as_deref())).await;
+            let mut state = self.state.lock().expect("identity lock");
+            match fetched {
+                // A source that did not answer keeps its last word: a timeout is not a change.
+                Ok(fetched) => {
+                    state.settled.extend(fetched.answered);
+                    let unsettled = fetched.asked.iter().any(|s| !state.settled.contains(s));
+                    state.facts.extend(fetched.facts);
+                    if unsettled {
+                        // Asked again with the next run, not in five minutes.
+                        state.last_try = None;
+                    }
+                }
+                Err(_) => state.last_try = None,
+            }
         }
         let state = self.state.lock().expect("identity lock");
+        if !self.first.iter().all(|s| state.settled.contains(s)) {
+            // Not known yet: no identity rather than one without the server's word.
+            return None;
+        }
         identity_of(served, &state.facts)
     }
 
-    async fn fetch(&self, model: Option<&str>) -> BTreeMap<Source, Fields> {
-        let mut out = BTreeMap::new();
+    async fn fetch(&self, model: Option<&str>) -> Fetched {
+        let mut out = Fetched::default();
         let Some(endpoint) = self
             .endpoint
             .get_or_init(|| Endpoint::build(&self.config, &self.roots, &[]).ok())
         else {
+            // No client can be built: nothing will ever answer, so nothing is awaited.
+            out.answered = self.first.iter().copied().collect();
             return out;
         };
         let asked = self.config.model.as_deref().unwrap_or_default();
@@ -212,13 +231,15 @@ impl IdentityFetcher {
         let mut i = 0;
         while let Some(&source) = sources.get(i) {
             i += 1;
-            let Some(body) = endpoint
+            out.asked.insert(source);
+            let Ok(answer) = endpoint
                 .fetch(&self.paths.of(source), MAX_BODY, FETCH_TIMEOUT)
                 .await
             else {
                 continue;
             };
-            let Ok(json) = serde_json::from_slice::<Value>(&body) else {
+            out.answered.insert(source);
+            let Some(json) = answer.and_then(|body| serde_json::from_slice::<Value>(&body).ok()) else {
                 continue;
             };
             let fields = parse(source, &json, model.unwrap_or(asked));
@@ -231,11 +252,20 @@ impl IdentityFetcher {
                 }
             }
             if !fields.is_empty() {
-                out.insert(source, fields);
+                out.facts.insert(source, fields);
             }
         }
         out
     }
+}
+
+/// What one round of asking found.
+#[derive(Default)]
+struct Fetched {
+    asked: BTreeSet<Source>,
+    /// Sources that answered, with something or with a refusal (not a timeout).
+    answered: BTreeSet<Source>,
+    facts: BTreeMap<Source, Fields>,
 }
 
 fn owner(fields: &Fields) -> Option<&str> {
@@ -303,7 +333,7 @@ fn parse(source: Source, json: &Value, model: &str) -> Fields {
                 l.iter().find(|m| {
                     [m.get("name"), m.get("model")]
                         .iter()
-                        .any(|n| n.and_then(|n| n.as_str()) == Some(model))
+                        .any(|n| n.and_then(|n| n.as_str()).is_some_and(|n| ollama_names(n, model)))
                 })
             });
             if let Some(m) = entry {
@@ -324,6 +354,11 @@ fn parse(source: Source, json: &Value, model: &str) -> Fields {
         }
     }
     f
+}
+
+/// Whether Ollama's `listed` name is the configured `model`: `llama3` is `llama3:latest`.
+fn ollama_names(listed: &str, model: &str) -> bool {
+    listed == model || (!model.contains(':') && listed.strip_suffix(":latest") == Some(model))
 }
 
 /// The first `hex` hex digits of the SHA-256 of `bytes`.
@@ -353,7 +388,10 @@ fn identity_of(served: &Served, facts: &BTreeMap<Source, Fields>) -> Option<Arc<
     if model.is_empty() && fingerprint.is_empty() && all.is_empty() {
         return None;
     }
-    let mut hashed = format!("model={model}\0fingerprint={fingerprint}\0");
+    // The fingerprint is shown, not hashed: OpenAI's changes from one request to the next
+    // as its backends take turns, for one model; llama.cpp's build reaches the digest
+    // through /props.
+    let mut hashed = format!("model={model}\0");
     for (k, v) in &all {
         hashed.push_str(&format!("{k}={v}\0"));
     }

@@ -165,7 +165,7 @@ impl OpenAiProbe {
             "messages": [
                 {"role": "user", "content": &*prompt.text},
                 {"role": "assistant", "content": null, "tool_calls": [
-                    {"id": call.id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments}},
+                    {"id": call.id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments_text()}},
                 ]},
                 {"role": "tool", "tool_call_id": call.id(), "content": result},
             ],
@@ -281,7 +281,8 @@ struct ToolCallChunk {
 #[derive(Deserialize)]
 struct FunctionChunk {
     name: Option<String>,
-    arguments: Option<String>,
+    /// A piece of JSON text; a gateway may send the whole arguments as an object.
+    arguments: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -376,7 +377,11 @@ pub(crate) fn parse_event(event: &Event, chat: bool) -> Result<EventFacts, Failu
                     item: None,
                     id: call.id,
                     name: function.name,
-                    arguments: function.arguments.unwrap_or_default(),
+                    arguments: match function.arguments {
+                        Some(serde_json::Value::String(text)) => text,
+                        Some(serde_json::Value::Null) | None => String::new(),
+                        Some(other) => other.to_string(),
+                    },
                     whole: false,
                 });
             }

@@ -127,7 +127,7 @@ impl ResponsesProbe {
             "model": g.model,
             "input": [
                 {"role": "user", "content": &*prompt.text},
-                {"type": "function_call", "call_id": call.id(), "name": call.name, "arguments": call.arguments},
+                {"type": "function_call", "call_id": call.id(), "name": call.name, "arguments": call.arguments_text()},
                 {"type": "function_call_output", "call_id": call.id(), "output": result},
             ],
             "max_output_tokens": g.max_tokens,

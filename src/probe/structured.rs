@@ -19,7 +19,9 @@ pub enum ResponseFormat {
     JsonSchema {
         name: String,
         schema: AnswerSchema,
-        strict: bool,
+        /// Sent only when the file says: OpenAI's strict mode refuses a schema whose
+        /// objects do not all forbid other properties and require every one.
+        strict: Option<bool>,
     },
 }
 
@@ -28,10 +30,13 @@ impl ResponseFormat {
     pub(crate) fn chat_json(&self) -> serde_json::Value {
         match self {
             ResponseFormat::JsonObject => serde_json::json!({"type": "json_object"}),
-            ResponseFormat::JsonSchema { name, schema, strict } => serde_json::json!({
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": schema.source, "strict": strict},
-            }),
+            ResponseFormat::JsonSchema { name, schema, strict } => {
+                let mut inner = serde_json::json!({"name": name, "schema": schema.source});
+                if let Some(strict) = strict {
+                    inner["strict"] = (*strict).into();
+                }
+                serde_json::json!({"type": "json_schema", "json_schema": inner})
+            }
         }
     }
 
@@ -39,9 +44,14 @@ impl ResponseFormat {
     pub(crate) fn responses_json(&self) -> serde_json::Value {
         match self {
             ResponseFormat::JsonObject => serde_json::json!({"type": "json_object"}),
-            ResponseFormat::JsonSchema { name, schema, strict } => serde_json::json!({
-                "type": "json_schema", "name": name, "schema": schema.source, "strict": strict,
-            }),
+            ResponseFormat::JsonSchema { name, schema, strict } => {
+                let mut format =
+                    serde_json::json!({"type": "json_schema", "name": name, "schema": schema.source});
+                if let Some(strict) = strict {
+                    format["strict"] = (*strict).into();
+                }
+                format
+            }
         }
     }
 
@@ -84,7 +94,8 @@ pub(crate) struct RawJsonSchema {
     /// The JSON Schema the answer must follow; the answer is checked against it as well.
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     schema: serde_json::Value,
-    /// Ask the server to follow the schema strictly (default true).
+    /// Ask the server to follow the schema strictly; sent only when set (OpenAI's strict
+    /// mode needs `additionalProperties: false` and every property required).
     strict: Option<bool>,
 }
 
@@ -101,7 +112,7 @@ pub(crate) fn check_response_format<K>(
             Ok(schema) => Ok(Some(ResponseFormat::JsonSchema {
                 name: js.name.unwrap_or_else(|| "answer".to_owned()),
                 schema,
-                strict: js.strict.unwrap_or(true),
+                strict: js.strict,
             })),
             Err(e) => {
                 keys.error(cx, "response_format.json_schema.schema", e);
@@ -165,6 +176,14 @@ pub(crate) fn check_answer_keys(
     let tools = check_tools(cx, &keys, own.tools, own.tool_call, own.tool_result);
     let format = check_response_format(cx, &keys, own.response_format);
     let (tools, format) = (tools.ok()?, format.ok()?);
+    if format.is_some() && tools.as_ref().is_some_and(|t| t.result.is_none()) {
+        keys.error(
+            cx,
+            "response_format",
+            "with `tools` the answer is a tool call, which no format judges: add `tool_result` so the answer after the call is judged",
+        );
+        return None;
+    }
     let mut spec = GenerationSpec::from_common(keys.common)?;
     spec.tools = tools;
     spec.response_format = format;

@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::generation::GenerationSpec;
-use crate::config::{AnswerSchema, Diagnostics, KindKeys, OwnKeys};
+use crate::config::{AnswerSchema, Diagnostics, KindKeys, OwnKeys, Prompts};
 use crate::outcome::{Failure, FailureReason};
 
 use super::endpoint::one_line;
@@ -213,6 +213,18 @@ pub(crate) fn check_tools<K>(
             format!("{expected:?} is not one of `tools`: {}", names.join(", ")),
         );
     }
+    let checked_prompts = match &keys.common.prompts {
+        Some(Prompts::Builtin { canaries, .. }) => *canaries,
+        Some(Prompts::Custom(list)) => list.iter().any(|p| p.expect.is_some()),
+        None => false,
+    };
+    if checked_prompts && tool_result.is_none() {
+        keys.error(
+            cx,
+            "tools",
+            "these prompts' answers are checked (canaries, a prompt's `expect`), but with `tools` the answer is a tool call: add `tool_result` so the answer after the call is judged",
+        );
+    }
     if cx.error_count() != before {
         return Err(());
     }
@@ -275,6 +287,15 @@ impl Call {
         self.id.as_deref().unwrap_or("call_1")
     }
 
+    /// The arguments as JSON text to send back: `{}` for none, as the check read them.
+    pub(crate) fn arguments_text(&self) -> &str {
+        if self.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            &self.arguments
+        }
+    }
+
     /// The arguments as a JSON value (an empty object for none): the protocols that send
     /// the call back as an object (Anthropic's `input`, Ollama's `arguments`) need it so.
     pub(crate) fn arguments_value(&self) -> serde_json::Value {
@@ -312,7 +333,13 @@ impl ToolCalls {
         }
         let call = self.calls.entry(index).or_default();
         if let Some(name) = delta.name {
-            call.name.push_str(&name);
+            // A whole call names itself whole; a server that repeats the full name in
+            // every piece must not make `get_weatherget_weather`.
+            if delta.whole || call.name == name {
+                call.name = name;
+            } else {
+                call.name.push_str(&name);
+            }
         }
         if call.id.is_none() {
             call.id = delta.id;
@@ -387,8 +414,9 @@ pub(crate) fn check_tool_calls(spec: &ToolSpec, calls: &ToolCalls, text: &str) -
         };
         if let Err(e) = tool.schema.validate(&value) {
             return fail(format!(
-                "the arguments of {:?} break its parameters schema {e}: {:?}",
+                "the arguments of {:?} break its parameters schema {}: {:?}",
                 tool.name,
+                one_line(&e, 160),
                 one_line(text, 80)
             ));
         }

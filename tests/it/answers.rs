@@ -412,7 +412,7 @@ async fn checked_prompts_go_at_temperature_zero_with_tools_in_each_kinds_shape()
             reply(500, "{}")
         });
         run_probe(&format!(
-            "name: t\nkind: {kind}\nurl: http://{addr}{path}\nmodel: m\nprompts: {{builtin: [canary]}}\n{WEATHER}"
+            "name: t\nkind: {kind}\nurl: http://{addr}{path}\nmodel: m\nprompts: [\"The weather in Oslo?\"]\n{WEATHER}"
         ))
         .await;
         let body: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[0]).unwrap();
@@ -444,6 +444,21 @@ async fn checked_prompts_go_at_temperature_zero_with_tools_in_each_kinds_shape()
         "name: t\nkind: openai_responses\nurl: http://{addr}/v1/responses\nmodel: m\n"
     ))
     .await;
+    // A canary at 0 unless the probe says: `server` sends none, a number is sent as is.
+    for (key, sent) in [
+        ("", Some(0.0)),
+        ("temperature: server\n", None),
+        ("temperature: 0.7\n", Some(0.7)),
+    ] {
+        let before = seen.lock().unwrap().len();
+        run_probe(&format!(
+            "name: t\nkind: openai_responses\nurl: http://{addr}/v1/responses\nmodel: m\nprompts: {{builtin: [canary]}}\n{key}"
+        ))
+        .await;
+        let body: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[before]).unwrap();
+        let got = body.get("temperature").and_then(|t| t.as_f64());
+        assert_eq!(got.map(|t| (t * 10.0).round() / 10.0), sent, "{key}: {body}");
+    }
     let ordinary: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[1]).unwrap();
     assert!(ordinary.get("temperature").is_none(), "{ordinary}");
     let body: serde_json::Value = serde_json::from_slice(&seen.lock().unwrap()[0]).unwrap();
