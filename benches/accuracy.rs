@@ -186,8 +186,9 @@ async fn run_scenario(s: &Scenario, build: &BuildContext) -> Row {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let sim = simulate::start(listener, script);
 
-    // One probe per concurrent slot, told apart by their token count.
-    let mut yaml = String::from("probes:\n");
+    // One probe per concurrent slot, told apart by their token count; `overlap` so that
+    // they run at once although they share the simulator.
+    let mut yaml = String::from("defaults: {overlap: true}\nprobes:\n");
     for k in 0..s.concurrency {
         let tokens = s.tokens + k;
         yaml.push_str(&format!(

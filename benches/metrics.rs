@@ -48,6 +48,8 @@ fn outcome(probe: &Arc<ProbeIdentity>, llm: bool, n: u64) -> Outcome {
             sampled: true,
         }),
         observation: o,
+        conditions: Default::default(),
+        burst: None,
     }
 }
 

@@ -31,6 +31,7 @@ trap cleanup EXIT
 "$sim_bin" simulate --listen "127.0.0.1:$sim_port" --log-level warn >"$out/simulator.log" 2>&1 &
 pids+=($!)
 {
+  echo "defaults: {overlap: true}"
   echo "probes:"
   for ((i = 0; i < probes; i++)); do
     echo "  - {name: health-$i, kind: http, url: \"http://127.0.0.1:$sim_port/health\", interval: 30s, timeout: 10s}"

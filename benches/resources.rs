@@ -402,7 +402,8 @@ fn print_agent(m: &AgentRun) {
 async fn measure_agent(env: &Env, kind: ProbeKind, n: usize, window: Duration) -> AgentRun {
     let tag = format!("{}-{n}", kind.name());
     let (mut sim, sim_addr) = start_simulator(env, &tag).await;
-    let mut yaml = String::from("probes:\n");
+    // Thousands of probes of one simulator, at once as thousands of endpoints would be.
+    let mut yaml = String::from("defaults: {overlap: true}\nprobes:\n");
     for i in 0..n {
         match kind {
             ProbeKind::Chat => yaml.push_str(&format!(

@@ -2,9 +2,11 @@
 //! runs at least twice, against a fast simulated endpoint.
 //!
 //! The probes run on one `schedule::Scheduler`, exactly as in the daemon, in a
-//! multi-threaded tokio runtime like the daemon's. `Outcome.schedule_lag` is how late a
-//! run started after its grid tick. The bench also computes, from each probe's grid
-//! offset (`schedule::first_tick_delay`), which ticks fell inside the window and checks
+//! multi-threaded tokio runtime like the daemon's, at the phases the daemon gives them
+//! (`schedule::phase::phases`: 1,000 probes of one endpoint, 30 ms apart; `overlap` on,
+//! so none waits its turn). `Outcome.schedule_lag` is how late a run started after its
+//! grid tick. The bench also computes, from each probe's phase
+//! (`schedule::phase::first_tick_delay`), which ticks fell inside the window and checks
 //! that each one produced a run: missed runs must be zero.
 //!
 //! The simulator runs as a separate process (`inferprobe simulate`), as an endpoint
@@ -25,8 +27,10 @@ use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
 use inferprobe::config;
+use inferprobe::probe::lane::lane_key;
 use inferprobe::probe::{BuildContext, ReadyProbe};
-use inferprobe::schedule::{self, RunEvent, Scheduler};
+use inferprobe::schedule::phase::{Placing, first_tick_delay, phases};
+use inferprobe::schedule::{RunEvent, Scheduler};
 
 use common::{ChildGuard, f, summarize};
 
@@ -120,10 +124,11 @@ struct Spawned {
     /// When the loop was spawned, on both clocks (the grid is tied to the wall clock).
     at: Instant,
     since_epoch: Duration,
+    phase: Duration,
 }
 
 async fn run(sim_port: u16, interval: Duration, duration: Duration) {
-    let mut yaml = String::from("probes:\n");
+    let mut yaml = String::from("defaults: {overlap: true}\nprobes:\n");
     for i in 0..PROBES {
         yaml.push_str(&format!(
             "  - {{name: probe-{i}, kind: openai_chat, url: \"http://127.0.0.1:{sim_port}/v1/chat/completions\", model: sim-model, interval: {}s, timeout: 5s}}\n",
@@ -148,17 +153,30 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
     });
     let tracker = TaskTracker::new();
     let scheduler = Scheduler::start(tx, tracker.clone());
+    let lanes: Vec<String> = probes.iter().map(|p| lane_key(&p.config.url)).collect();
+    let placing: Vec<Placing> = probes
+        .iter()
+        .zip(&lanes)
+        .map(|(p, lane)| Placing {
+            name: &p.config.name,
+            lane,
+            period: interval,
+        })
+        .collect();
+    let at = phases(&placing, "bench", &[]);
     let t0 = Instant::now();
     let mut spawned = Vec::with_capacity(PROBES);
     let mut handles = Vec::with_capacity(PROBES);
-    for p in &probes {
+    for (p, phase) in probes.iter().zip(&at) {
         spawned.push(Spawned {
             at: Instant::now(),
             since_epoch: SystemTime::now().duration_since(UNIX_EPOCH).expect("clock"),
+            phase: *phase,
         });
         handles.push(scheduler.add(
             p.clone(),
             p.config.schedule.clone(),
+            *phase,
             Arc::new(AtomicBool::new(false)),
         ));
     }
@@ -197,7 +215,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
                 ticks_done[index_of(&o.probe.name)].push(o.observation.marks.start - o.schedule_lag);
             }
             RunEvent::Skipped { ticks, .. } => skipped += ticks,
-            RunEvent::Paced { .. } => {}
+            RunEvent::Paced { .. } | RunEvent::Held { .. } => {}
         }
     }
 
@@ -207,8 +225,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
     let mut missed = 0u64;
     let mut min_runs = u64::MAX;
     for (i, s) in spawned.iter().enumerate() {
-        let name = format!("probe-{i}");
-        let first = s.at + schedule::first_tick_delay(&name, interval, s.since_epoch);
+        let first = s.at + first_tick_delay(s.phase, interval, s.since_epoch);
         let window = (s.at + EDGE, cancelled_at - EDGE);
         let in_window = |t: Instant| t >= window.0 && t < window.1;
         let mut exp = 0;
@@ -238,7 +255,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
                     .as_secs_f64(),
                 &*o.probe.name,
             )),
-            RunEvent::Skipped { .. } | RunEvent::Paced { .. } => None,
+            RunEvent::Skipped { .. } | RunEvent::Paced { .. } | RunEvent::Held { .. } => None,
         })
         .collect();
     worst.sort_by(|a, b| b.0.total_cmp(&a.0));

@@ -23,7 +23,7 @@ SIM_PID=$!
 trap 'kill $SIM_PID ${RUN_PID:-} 2>/dev/null || true; rm -rf "$D"' EXIT
 {
   echo "agent: {location: bench}"
-  echo "defaults: {interval: 30s, timeout: 10s}"
+  echo "defaults: {interval: 30s, timeout: 10s, overlap: true}"
   echo "probes:"
   for i in $(seq 1 "$N"); do echo "  - {name: p$i, kind: http, url: \"http://$SIM/health\"}"; done
 } >"$D/probes.yaml"

@@ -645,7 +645,7 @@ fn sharded(mut config: Config, shard: Shard) -> Config {
         let all = config.probes.len();
         let (ours, others): (Vec<_>, Vec<_>) = config.probes.into_iter().partition(|p| shard.owns(&p.name));
         config.probes = ours;
-        config.other_shards = others.into_iter().map(|p| p.name.to_string()).collect();
+        config.other_shards = others;
         tracing::info!(shard = %format!("{}/{}", shard.index, shard.count), probes = config.probes.len(), of = all, "This agent runs its shard of the probes.");
     }
     config

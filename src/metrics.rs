@@ -326,6 +326,13 @@ impl Metrics {
         }
     }
 
+    /// A tick held off for another probe's cold run.
+    pub fn record_held(&self, probe: &Arc<ProbeIdentity>) {
+        if let Some(series) = self.series_of(probe) {
+            series.held();
+        }
+    }
+
     fn series_of(&self, probe: &Arc<ProbeIdentity>) -> Option<Arc<ProbeSeries>> {
         let probes = self.probes_series.read().unwrap_or_else(|e| e.into_inner());
         probes.by_identity.get(&address(probe)).cloned()

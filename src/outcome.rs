@@ -27,6 +27,9 @@ pub enum FailureReason {
     Http4xx,
     /// The server answered 5xx.
     Http5xx,
+    /// The server said it is still loading the model (a 503 whose error says so, as
+    /// llama.cpp's "Loading model"; a KServe model that is not ready): up, not serving.
+    Loading,
     /// The server answered 429 Too Many Requests.
     RateLimited,
     /// The stream carried an in-band error event after a 2xx status.
@@ -56,7 +59,7 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 17] = [
+    pub const ALL: [FailureReason; 18] = [
         FailureReason::Dns,
         FailureReason::Connect,
         FailureReason::Tls,
@@ -64,6 +67,7 @@ impl FailureReason {
         FailureReason::TimeoutTotal,
         FailureReason::Http4xx,
         FailureReason::Http5xx,
+        FailureReason::Loading,
         FailureReason::RateLimited,
         FailureReason::StreamError,
         FailureReason::Truncated,
@@ -86,6 +90,7 @@ impl FailureReason {
             FailureReason::TimeoutTotal => "timeout_total",
             FailureReason::Http4xx => "http_4xx",
             FailureReason::Http5xx => "http_5xx",
+            FailureReason::Loading => "loading",
             FailureReason::RateLimited => "rate_limited",
             FailureReason::StreamError => "stream_error",
             FailureReason::Truncated => "truncated",
@@ -109,6 +114,7 @@ impl FailureReason {
             FailureReason::TimeoutTotal => "the answer does not finish before the deadline",
             FailureReason::Http4xx => "the server rejects the request (HTTP 4xx)",
             FailureReason::Http5xx => "the server fails (HTTP 5xx)",
+            FailureReason::Loading => "the server is still loading the model",
             FailureReason::RateLimited => "the server rate-limits us (HTTP 429)",
             FailureReason::StreamError => "the stream reports an error",
             FailureReason::Truncated => "the answer is cut off",
@@ -120,6 +126,16 @@ impl FailureReason {
             FailureReason::DegenerateOutput => "the answer never stops or loops",
             FailureReason::AgentError => "the agent itself is out of file descriptors or memory",
         }
+    }
+
+    /// Whether a server that is warming up fails this way: still loading, or too slow
+    /// for the deadlines (vLLM's first requests compile for tens of seconds). Refusals,
+    /// errors and wrong answers are not warm-up.
+    pub fn warming(self) -> bool {
+        matches!(
+            self,
+            FailureReason::Loading | FailureReason::TimeoutFirstToken | FailureReason::TimeoutTotal
+        )
     }
 
     /// Whether the run says something about the endpoint (every reason but the agent's
@@ -438,6 +454,121 @@ fn hex(bytes: &[u8]) -> String {
         })
 }
 
+/// What a run met at its endpoint, as this agent saw it (probe/lane.rs): how long it
+/// waited for the agent's other runs of the endpoint, how long the endpoint had been
+/// idle before it, whether it was a cold run, and whether it fell in the endpoint's
+/// warm-up after a restart.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Conditions {
+    /// Time from the tick to the request: waiting for the agent's other runs of the same
+    /// endpoint to end (they take turns), and a cold run's wait for the idle window.
+    pub waited: Duration,
+    /// Time since this agent's last request to the endpoint ended (any probe's, the
+    /// identity asks included), or since the agent started when there was none; zero
+    /// when another request of the agent's was in flight.
+    pub idle: Duration,
+    /// A cold probe's run that found the endpoint idle for the probe's whole `cold.idle`.
+    pub cold: bool,
+    /// The endpoint restarted (or changed its model) within the probe's `warmup`
+    /// before this run: the run is part of its warm-up.
+    pub warmup: Option<Warmup>,
+}
+
+/// A restart of an endpoint, as its answers showed it: when, and what showed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warmup {
+    pub since: SystemTime,
+    /// What showed it, for people: `the server answered that it is loading the model`.
+    pub cause: String,
+}
+
+/// A burst run's requests (`burst: N`): one sent alone first, then N identical ones sent
+/// together. The figure compared is the time to first token where every request has
+/// one, else the total time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Burst {
+    /// The request sent alone just before the burst; `None` when it failed.
+    pub alone: Option<Timing>,
+    /// The burst's requests in the order they were sent; `None` for one that failed.
+    pub requests: Vec<Option<Timing>>,
+}
+
+/// One request's time to first token (LLM kinds) and total time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub ttft: Option<Duration>,
+    pub total: Duration,
+}
+
+impl Timing {
+    pub fn of(o: &Observation) -> Option<Timing> {
+        o.success().then_some(())?;
+        Some(Timing {
+            ttft: o.ttft(),
+            total: o.total()?,
+        })
+    }
+}
+
+impl Burst {
+    /// The compared figure of each request, seconds; `None` unless every request of the
+    /// burst succeeded (a spread over the survivors would hide the worst).
+    pub fn figures(&self) -> Option<Vec<f64>> {
+        let all: Vec<Timing> = self.requests.iter().copied().collect::<Option<_>>()?;
+        let by_ttft = all.iter().all(|t| t.ttft.is_some());
+        Some(
+            all.iter()
+                .map(|t| {
+                    if by_ttft {
+                        t.ttft.unwrap_or(t.total)
+                    } else {
+                        t.total
+                    }
+                })
+                .map(|d| d.as_secs_f64())
+                .collect(),
+        )
+        .filter(|v: &Vec<f64>| !v.is_empty())
+    }
+
+    /// Whether the figure compared is the time to first token (else the total time).
+    pub fn by_ttft(&self) -> bool {
+        self.requests.iter().all(|t| t.is_some_and(|t| t.ttft.is_some()))
+    }
+
+    /// Standard deviation over mean of the burst's figures (the population's: this burst
+    /// is all there is): 0 when all came alike; up to about 0.75 when four requests
+    /// were served one after another (0.64 when the first token takes a quarter of a
+    /// request's time).
+    pub fn spread(&self) -> Option<f64> {
+        let v = self.figures()?;
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        if mean <= 0.0 {
+            return None;
+        }
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+        Some(var.sqrt() / mean)
+    }
+
+    /// The slowest figure over the fastest.
+    pub fn max_over_min(&self) -> Option<f64> {
+        let v = self.figures()?;
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(0.0, f64::max);
+        (min > 0.0).then(|| max / min)
+    }
+
+    /// The burst's mean figure over the lone request's: how much slower N users at once
+    /// are served than one.
+    pub fn slowdown(&self) -> Option<f64> {
+        let v = self.figures()?;
+        let alone = self.alone?;
+        let alone = if self.by_ttft() { alone.ttft? } else { alone.total }.as_secs_f64();
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        (alone > 0.0).then(|| mean / alone)
+    }
+}
+
 /// One finished run, stamped with who ran what and when. This is what metrics, the store
 /// and (later) alerting consume.
 #[derive(Debug, Clone)]
@@ -451,6 +582,11 @@ pub struct Outcome {
     /// or the run never sent a request.
     pub trace: Option<TraceContext>,
     pub observation: Observation,
+    /// What the run met at its endpoint: its wait, the idle time before it, cold or
+    /// warm, warm-up.
+    pub conditions: Conditions,
+    /// A burst run's requests; `None` for a run of one request.
+    pub burst: Option<Box<Burst>>,
 }
 
 impl Outcome {
@@ -508,6 +644,37 @@ impl Outcome {
                 .iter()
                 .map(|(stage, d)| ((*stage).to_owned(), serde_json::Value::from(d.as_secs_f64())))
                 .collect::<serde_json::Map<_, _>>(),
+            // What the run met at its endpoint (docs/measurements.md).
+            "waited_seconds": self.conditions.waited.as_secs_f64(),
+            "idle_seconds": self.conditions.idle.as_secs_f64(),
+            "start": if self.conditions.cold { "cold" } else { "warm" },
+            "warmup": self.conditions.warmup.as_ref().map(|w| serde_json::json!({
+                "since": humantime::format_rfc3339_millis(w.since).to_string(),
+                "cause": w.cause,
+            })),
+            "burst": self.burst.as_deref().map(Burst::to_json),
+        })
+    }
+}
+
+impl Burst {
+    pub fn to_json(&self) -> serde_json::Value {
+        let timing = |t: &Option<Timing>| {
+            t.map(|t| {
+                serde_json::json!({
+                    "ttft_seconds": t.ttft.map(|d| d.as_secs_f64()),
+                    "total_seconds": t.total.as_secs_f64(),
+                })
+            })
+        };
+        serde_json::json!({
+            "size": self.requests.len(),
+            "by": if self.by_ttft() { "ttft" } else { "total" },
+            "alone": timing(&self.alone),
+            "requests": self.requests.iter().map(timing).collect::<Vec<_>>(),
+            "spread": self.spread(),
+            "max_over_min": self.max_over_min(),
+            "slowdown": self.slowdown(),
         })
     }
 }
@@ -551,6 +718,39 @@ mod tests {
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         );
         assert_eq!(t.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    }
+
+    fn timing(ttft_ms: u64) -> Option<Timing> {
+        Some(Timing {
+            ttft: Some(Duration::from_millis(ttft_ms)),
+            total: Duration::from_millis(ttft_ms + 100),
+        })
+    }
+
+    #[test]
+    fn a_burst_served_one_after_another_spreads_and_one_served_together_does_not() {
+        // One slot: each request waits for those before it.
+        let queued = Burst {
+            alone: timing(50),
+            requests: vec![timing(50), timing(250), timing(450), timing(650)],
+        };
+        let spread = queued.spread().unwrap();
+        assert!((spread - 0.6389).abs() < 0.001, "{spread}");
+        assert!((queued.max_over_min().unwrap() - 13.0).abs() < 1e-9);
+        assert!((queued.slowdown().unwrap() - 7.0).abs() < 1e-9);
+        // Four slots: all four in one batch.
+        let together = Burst {
+            alone: timing(50),
+            requests: vec![timing(60), timing(61), timing(62), timing(60)],
+        };
+        assert!(together.spread().unwrap() < 0.02);
+        // A failed request leaves no spread to judge.
+        let failed = Burst {
+            alone: timing(50),
+            requests: vec![timing(60), None],
+        };
+        assert_eq!(failed.spread(), None);
+        assert!(!failed.by_ttft());
     }
 
     #[test]

@@ -430,6 +430,8 @@ mod tests {
             schedule_lag: Duration::ZERO,
             trace: None,
             observation: o,
+            conditions: Default::default(),
+            burst: None,
         });
         let text = metrics.render_text();
         let series: Vec<_> = parse_exposition(&text).collect();

@@ -3,15 +3,14 @@
 //! each finished run on a channel. It does not know who listens.
 //!
 //! **The grid.** A probe with interval `p` runs at the wall-clock instants `t` where
-//! `t mod p == offset(name)`, with `offset = fnv1a(name) mod p`. Spreading by a hash of
-//! the name means 1,000 probes at 30 s start about 30 ms apart instead of all at once,
-//! and the spread is the same after a restart. Tying the grid to wall-clock time means
-//! agents in different regions probe an endpoint at the same moments, so their results
-//! are comparable. After the first tick the grid is kept on the monotonic clock
-//! (`start + k * p`), so it never drifts, however long runs take.
+//! `t mod p` is its phase (phase.rs: probes of one endpoint in slots of their own, each
+//! region shifted within them), the same after a restart. After the first tick the grid
+//! is kept on the monotonic clock (`start + k * p`), so it never drifts, however long
+//! runs take.
 //!
 //! **No overlap.** A tick that comes while the previous run is still going is skipped and
-//! reported; so are ticks missed because the process was stalled.
+//! reported; so are ticks missed because the process was stalled. A tick the probe
+//! holds off (its endpoint kept quiet for another probe's cold run) is reported apart.
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,7 +26,9 @@ use crate::config::{Schedule, TokenBudget};
 use crate::outcome::{Outcome, ProbeIdentity};
 
 pub mod budget;
+pub mod phase;
 use budget::{Pace, PaceChange};
+use phase::{first_tick_delay, fnv1a, spread};
 
 /// What the scheduler publishes about a probe's ticks: a run that finished, or ticks
 /// that did not run. (Not to be confused with `report::Report`, the SLO report.)
@@ -40,6 +41,10 @@ pub enum RunEvent {
         probe: Arc<ProbeIdentity>,
         ticks: u64,
     },
+    /// A tick held off: the endpoint was being kept quiet for another probe's cold run.
+    Held {
+        probe: Arc<ProbeIdentity>,
+    },
     /// The probe crossed its token budget: its interval is stretched, or back to the
     /// configured one (budget.rs).
     Paced {
@@ -51,11 +56,21 @@ pub enum RunEvent {
 /// Something the scheduler can run: a built probe, or a fake in tests.
 pub trait Runner: Send + Sync + 'static {
     fn identity(&self) -> &Arc<ProbeIdentity>;
-    fn run(&self) -> impl Future<Output = Outcome> + Send;
+    /// Runs it at a tick; `None` when the tick is held off (its endpoint is being kept
+    /// quiet for another probe's cold run).
+    fn run(&self) -> impl Future<Output = Option<Outcome>> + Send;
     /// The daily token budget that paces it, if any.
     fn budget(&self) -> Option<TokenBudget> {
         None
     }
+    /// A cold probe's idle time: its first tick comes no sooner after it is added, so
+    /// the agent's own earlier requests are that far behind.
+    fn quiet_before(&self) -> Option<Duration> {
+        None
+    }
+    /// Its next tick, told as soon as it is known (a cold probe keeps its endpoint
+    /// quiet before it).
+    fn announce(&self, _tick: Instant) {}
 }
 
 impl Runner for crate::probe::ReadyProbe {
@@ -63,36 +78,21 @@ impl Runner for crate::probe::ReadyProbe {
         &self.identity
     }
 
-    fn run(&self) -> impl Future<Output = Outcome> + Send {
-        self.run_once()
+    fn run(&self) -> impl Future<Output = Option<Outcome>> + Send {
+        self.run_at_tick()
     }
 
     fn budget(&self) -> Option<TokenBudget> {
         self.config.budget
     }
-}
 
-/// 64-bit FNV-1a: tiny, and stable across Rust versions (std's hasher is not), so the
-/// grid offset of a probe never changes between releases.
-pub fn fnv1a(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
+    fn quiet_before(&self) -> Option<Duration> {
+        self.config.traffic.cold
+    }
 
-/// The probe's phase within its interval. FNV-1a alone clusters names that differ only
-/// in a trailing number (`probe-1`, `probe-2`, ...); the splitmix64 finalizer spreads them.
-pub fn grid_offset(name: &str, period: Duration) -> Duration {
-    let z = spread(fnv1a(name));
-    let p = period.as_nanos().max(1);
-    Duration::from_nanos((u128::from(z) % p) as u64)
-}
-
-/// The splitmix64 finalizer.
-fn spread(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    fn announce(&self, tick: Instant) {
+        crate::probe::ReadyProbe::announce(self, tick);
+    }
 }
 
 /// Which probes an agent runs when a region's probes are spread over several agents
@@ -141,17 +141,6 @@ impl Shard {
         }
         Ok(Shard { index, count })
     }
-}
-
-/// How long until the probe's first tick, given the wall-clock time since the epoch.
-///
-/// Example: period 30 s, offset 12.5 s, now = 1_700_000_007 s (7 s into a 30 s slot):
-/// the first tick is in 5.5 s.
-pub fn first_tick_delay(name: &str, period: Duration, since_epoch: Duration) -> Duration {
-    let p = period.as_nanos().max(1);
-    let offset = grid_offset(name, period).as_nanos();
-    let into_slot = since_epoch.as_nanos() % p;
-    Duration::from_nanos(((offset + p - into_slot) % p) as u64)
 }
 
 /// The timer of every probe: one task and one queue of due times for all of them. A
@@ -206,6 +195,8 @@ impl<R> Ord for Due<R> {
 struct Entry<R> {
     runner: Arc<R>,
     schedule: Schedule,
+    /// Its place in its interval (phase.rs).
+    phase: Duration,
     busy: Arc<AtomicBool>,
     /// The token budget's pace, shared with the runs that record their tokens.
     pace: Option<Arc<Pace>>,
@@ -221,6 +212,11 @@ pub struct Scheduled<R>(Arc<Entry<R>>);
 impl<R> Scheduled<R> {
     pub fn runner(&self) -> &Arc<R> {
         &self.0.runner
+    }
+
+    /// Its place in its interval, as added.
+    pub fn phase(&self) -> Duration {
+        self.0.phase
     }
 
     /// The flag set while a run is in flight; a replacement takes it over.
@@ -247,23 +243,39 @@ impl<R: Runner> Scheduler<R> {
         Scheduler { queue, cancel }
     }
 
-    /// Puts `runner` on `schedule`: its first tick is at its offset in the interval (or
-    /// the next cron fire).
-    pub fn add(&self, runner: Arc<R>, schedule: Schedule, busy: Arc<AtomicBool>) -> Scheduled<R> {
+    /// Puts `runner` on `schedule`: its first tick is at `phase` in the interval (or the
+    /// next cron fire); a cold probe's, no sooner than its idle time from now.
+    pub fn add(
+        &self,
+        runner: Arc<R>,
+        schedule: Schedule,
+        phase: Duration,
+        busy: Arc<AtomicBool>,
+    ) -> Scheduled<R> {
         // A budget paces an interval only (config refuses one on a cron probe).
         let pace = match (&schedule, runner.budget()) {
             (Schedule::Interval(p), Some(b)) => Some(Arc::new(Pace::new(b, *p))),
             _ => None,
         };
+        let now = Instant::now();
+        let quiet = runner.quiet_before().unwrap_or_default();
         let first = match &schedule {
             Schedule::Interval(p) => {
-                Some(Instant::now() + first_tick_delay(&runner.identity().name, *p, since_epoch()))
+                let mut first = now + first_tick_delay(phase, *p, since_epoch());
+                while first < now + quiet {
+                    first += *p;
+                }
+                Some(first)
             }
-            Schedule::Cron { schedule, .. } => next_cron(schedule),
+            Schedule::Cron { schedule, .. } => next_cron(schedule, quiet),
         };
+        if let Some(at) = first {
+            runner.announce(at);
+        }
         let entry = Arc::new(Entry {
             runner,
             schedule,
+            phase,
             busy,
             pace,
             stopped: AtomicBool::new(false),
@@ -350,6 +362,7 @@ async fn tick<R: Runner>(
                 continue;
             }
             if let Some(next) = fire(&entry, at, now, &events, &tracker) {
+                entry.runner.announce(next);
                 queue.push(next, entry);
             }
         }
@@ -380,12 +393,16 @@ fn fire<R: Runner>(
         // The tracker counts the run itself, not the hand-over of its outcome: a run
         // that has finished is not in flight, even while the fan-out is busy.
         let run = tracker.track_future(async move {
-            let mut outcome = runner.run().await;
+            let mut outcome = runner.run().await?;
             outcome.schedule_lag = lag;
-            outcome
+            Some(outcome)
         });
+        let held = entry.runner.identity().clone();
         tokio::spawn(async move {
-            let outcome = run.await;
+            let Some(outcome) = run.await else {
+                let _ = events.send(RunEvent::Held { probe: held }).await;
+                return;
+            };
             let change = pace.and_then(|p| p.record(&outcome));
             let probe = outcome.probe.clone();
             let _ = events.send(RunEvent::Finished(Box::new(outcome))).await;
@@ -403,7 +420,7 @@ fn fire<R: Runner>(
             skipped += u64::from(behind);
             Some(at + p * (behind + 1))
         }
-        Schedule::Cron { schedule, .. } => next_cron(schedule),
+        Schedule::Cron { schedule, .. } => next_cron(schedule, Duration::ZERO),
     };
     // The timer must not wait on a full channel (every probe's ticks would be late):
     // skips it cannot report now are reported with the probe's next tick.
@@ -434,10 +451,11 @@ fn since_epoch() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
 }
 
-/// The next cron fire after now, as a monotonic instant.
-fn next_cron(schedule: &cron::Schedule) -> Option<Instant> {
+/// The next cron fire at least `after` from now, as a monotonic instant.
+fn next_cron(schedule: &cron::Schedule, after: Duration) -> Option<Instant> {
     let now = chrono::Utc::now();
-    let next = schedule.after(&now).next()?;
+    let from = now + chrono::TimeDelta::from_std(after).unwrap_or_default();
+    let next = schedule.after(&from).next()?;
     let wait = (next - now).to_std().unwrap_or_default();
     Some(Instant::now() + wait)
 }
@@ -490,49 +508,6 @@ mod tests {
     use crate::outcome::Observation;
     use std::collections::HashSet;
 
-    #[test]
-    fn offsets_are_stable_and_inside_the_period() {
-        let p = Duration::from_secs(30);
-        assert_eq!(grid_offset("chat-eu", p), grid_offset("chat-eu", p));
-        for i in 0..1000 {
-            assert!(grid_offset(&format!("probe-{i}"), p) < p);
-        }
-        // FNV-1a's published test vector, so the offset never changes across releases.
-        assert_eq!(fnv1a("a"), 0xaf63dc4c8601ec8c);
-    }
-
-    #[test]
-    fn a_thousand_probes_spread_over_the_interval() {
-        let p = Duration::from_secs(30);
-        let mut offsets: Vec<_> = (0..1000).map(|i| grid_offset(&format!("probe-{i}"), p)).collect();
-        offsets.sort();
-        // No second of the interval holds more than three times its fair share (33).
-        let mut per_second = [0u32; 30];
-        for o in &offsets {
-            per_second[o.as_secs() as usize] += 1;
-        }
-        assert!(per_second.iter().all(|&n| n < 100), "{per_second:?}");
-        // And no two probes share a millisecond more than a handful of times.
-        let same_ms = offsets
-            .windows(2)
-            .filter(|w| w[1].as_millis() == w[0].as_millis())
-            .count();
-        assert!(same_ms < 50, "{same_ms}");
-    }
-
-    #[test]
-    fn first_tick_lands_on_the_grid() {
-        let p = Duration::from_secs(30);
-        let name = "chat";
-        let offset = grid_offset(name, p);
-        for now_ms in [0u64, 1, 7_000, 29_999, 1_700_000_007_123] {
-            let now = Duration::from_millis(now_ms);
-            let d = first_tick_delay(name, p, now);
-            assert!(d < p);
-            assert_eq!((now + d).as_nanos() % p.as_nanos(), offset.as_nanos());
-        }
-    }
-
     struct FakeRunner {
         identity: Arc<ProbeIdentity>,
         takes: Duration,
@@ -544,17 +519,24 @@ mod tests {
             &self.identity
         }
 
-        async fn run(&self) -> Outcome {
+        async fn run(&self) -> Option<Outcome> {
             self.starts.lock().unwrap().push(Instant::now());
             tokio::time::sleep(self.takes).await;
-            Outcome {
+            Some(Outcome {
                 probe: self.identity.clone(),
                 started_at: SystemTime::now(),
                 schedule_lag: Duration::ZERO,
                 trace: None,
                 observation: Observation::new(std::time::Instant::now()),
-            }
+                conditions: Default::default(),
+                burst: None,
+            })
         }
+    }
+
+    /// The phase the name alone gives (one probe per endpoint).
+    fn at_name<R: Runner>(runner: &Arc<R>, period: Duration) -> Duration {
+        phase::grid_offset(&runner.identity().name, period)
     }
 
     fn fake(takes: Duration) -> Arc<FakeRunner> {
@@ -578,7 +560,8 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(1000);
         let tracker = TaskTracker::new();
         let scheduler = Scheduler::start(tx, tracker.clone());
-        let _probe = scheduler.add(runner, Schedule::Interval(period), Arc::default());
+        let phase = at_name(&runner, period);
+        let _probe = scheduler.add(runner, Schedule::Interval(period), phase, Arc::default());
         tokio::time::sleep(for_).await;
         scheduler.stop_all();
         tracker.close();
@@ -640,7 +623,7 @@ mod tests {
             &self.identity
         }
 
-        async fn run(&self) -> Outcome {
+        async fn run(&self) -> Option<Outcome> {
             *self.calls.lock().unwrap() += 1;
             panic!("a bug in a probe");
         }
@@ -657,6 +640,7 @@ mod tests {
         let _probe = scheduler.add(
             runner.clone(),
             Schedule::Interval(Duration::from_secs(10)),
+            Duration::ZERO,
             Arc::default(),
         );
         tokio::time::sleep(Duration::from_secs(45)).await;
@@ -701,7 +685,14 @@ mod tests {
             .collect();
         let handles: Vec<_> = runners
             .iter()
-            .map(|r| scheduler.add(r.clone(), Schedule::Interval(period), Arc::default()))
+            .map(|r| {
+                scheduler.add(
+                    r.clone(),
+                    Schedule::Interval(period),
+                    at_name(r, period),
+                    Arc::default(),
+                )
+            })
             .collect();
         tokio::time::sleep(period * 3).await;
         for r in &runners {
@@ -751,16 +742,22 @@ mod tests {
             let now = since_epoch();
             // By a clear margin, and not about to wrap into the next interval: the wall
             // clock moves on while the test runs.
-            let first = first_tick_delay(&early.identity.name, period, now);
+            let first = first_tick_delay(at_name(&early, period), period, now);
             if first > Duration::from_secs(1)
-                && first + Duration::from_secs(1) < first_tick_delay(&late.identity.name, period, now)
+                && first + Duration::from_secs(1) < first_tick_delay(at_name(&late, period), period, now)
             {
                 break;
             }
         }
-        let _late = scheduler.add(late, Schedule::Interval(period), Arc::default());
+        let late_phase = at_name(&late, period);
+        let _late = scheduler.add(late, Schedule::Interval(period), late_phase, Arc::default());
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let _early = scheduler.add(early.clone(), Schedule::Interval(period), Arc::default());
+        let _early = scheduler.add(
+            early.clone(),
+            Schedule::Interval(period),
+            at_name(&early, period),
+            Arc::default(),
+        );
         tokio::time::sleep(period).await;
         let starts = early.starts.lock().unwrap().clone();
         assert_eq!(starts.len(), 1);
@@ -782,7 +779,12 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(1);
         let scheduler = Scheduler::start(tx, TaskTracker::new());
         let runner = fake(Duration::ZERO);
-        let _probe = scheduler.add(runner.clone(), Schedule::Interval(period), Arc::default());
+        let _probe = scheduler.add(
+            runner.clone(),
+            Schedule::Interval(period),
+            at_name(&runner, period),
+            Arc::default(),
+        );
         tokio::time::sleep(period * 30).await;
         // The first outcome fills the channel; the second run's waits with its busy flag
         // held, so no third run starts.
@@ -796,7 +798,7 @@ mod tests {
             match event {
                 RunEvent::Finished(_) => finished += 1,
                 RunEvent::Skipped { ticks, .. } => skipped += ticks,
-                RunEvent::Paced { .. } => {}
+                RunEvent::Paced { .. } | RunEvent::Held { .. } => {}
             }
             if finished >= 2 && skipped >= 28 {
                 break;

@@ -104,6 +104,10 @@ pub(super) async fn fan_out(
                 metrics.record_skipped(&probe, ticks);
                 tracing::warn!(probe = %probe.name, ticks, "Skipped scheduled runs: the previous run was still going.");
             }
+            RunEvent::Held { probe } => {
+                metrics.record_held(&probe);
+                tracing::debug!(probe = %probe.name, "Held a scheduled run: its endpoint is kept quiet for a cold probe's run.");
+            }
             RunEvent::Paced { probe, change } => log_pace(&probe, &change),
         }
     }

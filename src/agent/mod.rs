@@ -24,14 +24,17 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::config::Schedule;
 use crate::config::{Config, MetricsDetail, ProbeConfig, RemoteWriteConfig, TracingConfig};
 use crate::metrics::Metrics;
 use crate::net::TlsRoots;
 use crate::notify::{Receiver, ReceiverError};
 use crate::outcome::ProbeIdentity;
 use crate::probe::ReadyProbe;
+use crate::probe::lane::lane_key;
 use crate::probe::{BuildContext, BuildError};
 use crate::push::Pusher;
+use crate::schedule::phase::Placing;
 use crate::schedule::{Scheduled, Scheduler};
 use crate::server;
 use crate::store::{AlertStore, HistoryReader, HistoryWriter, Latest, StoreError};
@@ -341,6 +344,15 @@ impl Agent {
             .extract_if(|name, s| !wanted.get(&**name).is_some_and(|p| s.runner().built_from(p)))
             .inspect(|(_, s)| s.stop())
             .collect();
+        // Unchanged probes whose endpoint gained or lost a probe take their new slot:
+        // the same built probe, put back on the grid at its new phase.
+        let phases = phases(config, &self.location);
+        let moved: Vec<Scheduled<ReadyProbe>> = self
+            .probes
+            .extract_if(|name, s| phases.get(name).is_some_and(|p| *p != s.phase()))
+            .map(|(_, s)| s)
+            .inspect(|s| s.stop())
+            .collect();
         self.scheduler.forget_stopped();
         let retired: Vec<Arc<ProbeIdentity>> =
             stopped.values().map(|s| s.runner().identity.clone()).collect();
@@ -350,8 +362,9 @@ impl Agent {
         // the fan-out does not yet count as current, and that run would be lost.
         *self.current.write().expect("current lock") = self
             .probes
-            .iter()
-            .map(|(name, s)| (name.clone(), s.runner().identity.clone()))
+            .values()
+            .chain(&moved)
+            .map(|s| (s.runner().config.name.clone(), s.runner().identity.clone()))
             .chain(
                 built
                     .probes
@@ -361,7 +374,7 @@ impl Agent {
             .collect();
         self.latest.configure(config.probes.iter().map(|p| &p.name));
         self.metrics.configured(
-            self.probes.len() + built.probes.len(),
+            self.probes.len() + moved.len() + built.probes.len(),
             config.agent.metrics == MetricsDetail::Full,
             &added,
             &retired,
@@ -374,7 +387,10 @@ impl Agent {
                 .remove(&probe.config.name)
                 .map(|s| s.busy().clone())
                 .unwrap_or_default();
-            self.start_probe(probe, busy);
+            self.start_probe(probe, &phases, busy);
+        }
+        for s in moved {
+            self.start_probe(s.runner().clone(), &phases, s.busy().clone());
         }
         let longest = config.probes.iter().map(|p| p.timeout).max().unwrap_or_default();
         let settle = longest + HISTORY_SLACK;
@@ -437,10 +453,16 @@ impl Agent {
         });
     }
 
-    fn start_probe(&mut self, probe: Arc<ReadyProbe>, busy: Arc<AtomicBool>) {
+    fn start_probe(
+        &mut self,
+        probe: Arc<ReadyProbe>,
+        phases: &HashMap<Arc<str>, Duration>,
+        busy: Arc<AtomicBool>,
+    ) {
         let name = probe.config.name.clone();
         let schedule = probe.config.schedule.clone();
-        let scheduled = self.scheduler.add(probe, schedule, busy);
+        let phase = phases.get(&name).copied().unwrap_or_default();
+        let scheduled = self.scheduler.add(probe, schedule, phase, busy);
         self.probes.insert(name, scheduled);
     }
 
@@ -509,6 +531,32 @@ pub fn default_api_base(addr: Option<SocketAddr>) -> String {
         }
     };
     format!("http://{host}:{}", addr.port())
+}
+
+/// Each interval probe's phase (schedule/phase.rs), placed over every probe of the file,
+/// the other shards' included: probes of one endpoint take their own slots whichever
+/// agent of the region runs them.
+fn phases(config: &Config, location: &str) -> HashMap<Arc<str>, Duration> {
+    let all: Vec<&Arc<ProbeConfig>> = config.probes.iter().chain(&config.other_shards).collect();
+    let lanes: Vec<String> = all.iter().map(|p| lane_key(&p.url)).collect();
+    let placing: Vec<(Arc<str>, Placing)> = all
+        .iter()
+        .zip(&lanes)
+        .filter_map(|(p, lane)| match p.schedule {
+            Schedule::Interval(period) => Some((
+                p.name.clone(),
+                Placing {
+                    name: &p.name,
+                    lane,
+                    period,
+                },
+            )),
+            Schedule::Cron { .. } => None,
+        })
+        .collect();
+    let places: Vec<Placing> = placing.iter().map(|(_, p)| *p).collect();
+    let at = crate::schedule::phase::phases(&places, location, &config.agent.locations);
+    placing.into_iter().map(|(n, _)| n).zip(at).collect()
 }
 
 /// What a reload changes, decided before anything is built.

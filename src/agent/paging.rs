@@ -240,7 +240,8 @@ impl Paging {
         let now = SystemTime::now();
         let mut state = self.state.lock().expect("paging lock");
         state.alerting.set_time_zone(config.agent.timezone);
-        let changes = state.alerting.configure(rules, &config.other_shards, now);
+        let elsewhere: Vec<String> = config.other_shards.iter().map(|p| p.name.to_string()).collect();
+        let changes = state.alerting.configure(rules, &elsewhere, now);
         state.unsaved.fold(changes);
         self.commit(&mut state, now);
         if state.board_stale {

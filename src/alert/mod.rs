@@ -10,10 +10,16 @@
 //!   consecutive good ones. With the defaults (3 and 2) at a 30 s interval, a dead endpoint
 //!   pages about 60-90 s after it died, and one lucky answer does not end the page.
 //! - **degraded** (`InferenceEndpointDegraded`, `warning`): the endpoint answers, but its
-//!   TTFT or total p95 over the last `slo.window` good runs is above target, or it keeps
+//!   TTFT or total p95 over the last `slo.window` good runs is above target, a burst's
+//!   first-token times spread wider than `slo.burst_spread` (requests queue), or it keeps
 //!   answering 429 (throttled, not down, unless `rate_limited: down`). Same thresholds,
 //!   counted in evaluations. It never fires while the down alert does: a dead endpoint
 //!   is not "slow", and one page is enough.
+//!
+//! With `alert.warmup_grace`, runs in the endpoint's warm-up (after a restart:
+//! probe/lane.rs) do not page: one that failed as a warming server fails (loading, or a
+//! timeout) neither starts nor extends a streak, and none is judged for the degraded
+//! alert. A good one still counts toward resolving; a refusal or an error still pages.
 //!
 //! What is persisted ([`ProbeAlerts`] without the latency window) changes only when a
 //! streak starts or ends or an alert changes, so a healthy fleet writes nothing.
@@ -382,11 +388,13 @@ impl Alerting {
             return Changes::default();
         };
         // A run the agent could not make (out of descriptors or memory) says nothing about
-        // the endpoint: it neither extends a failure streak nor breaks one.
+        // the endpoint: it neither extends a failure streak nor breaks one; nor does a
+        // failed run in the endpoint's warm-up, when the probe grants it grace.
+        let in_grace = rules.alert.warmup_grace && outcome.conditions.warmup.is_some();
         if outcome
             .observation
             .failure()
-            .is_some_and(|f| !f.reason.blames_endpoint())
+            .is_some_and(|f| !f.reason.blames_endpoint() || (in_grace && f.reason.warming()))
         {
             return Changes::default();
         }
@@ -468,8 +476,9 @@ impl Alerting {
             state.down.good = 0;
         }
 
-        // The degraded alert: judged only while the endpoint answers and is not down.
-        if state.down.firing.is_none() && !matches!(verdict, Verdict::Bad(_)) {
+        // The degraded alert: judged only while the endpoint answers and is not down, and
+        // not in a warm-up the probe grants grace.
+        if state.down.firing.is_none() && !matches!(verdict, Verdict::Bad(_)) && !in_grace {
             let breach = match &verdict {
                 Verdict::Good(run) => {
                     // Kept only when there is a latency target to judge it by: ~500
@@ -483,7 +492,10 @@ impl Alerting {
                     while state.window.len() > rules.slo.window as usize {
                         state.window.pop_front();
                     }
-                    slo_breach(&rules.slo, &state.window)
+                    worse(
+                        slo_breach(&rules.slo, &state.window),
+                        burst_breach(&rules.slo, outcome),
+                    )
                 }
                 _ => Some(Some(
                     "it is throttled: the server answers HTTP 429 Too Many Requests".to_owned(),
@@ -732,6 +744,38 @@ impl Alerting {
         self.recently_resolved.push(firing);
         note
     }
+}
+
+/// Two judgements as one: a breach if either breaks its target (both said), met if
+/// either was judged and none breaks, `None` if neither could be judged.
+fn worse(a: Option<Option<String>>, b: Option<Option<String>>) -> Option<Option<String>> {
+    match (a, b) {
+        (Some(Some(x)), Some(Some(y))) => Some(Some(format!("{x}; {y}"))),
+        (Some(Some(x)), _) | (_, Some(Some(x))) => Some(Some(x)),
+        (None, None) => None,
+        _ => Some(None),
+    }
+}
+
+/// A burst run against `slo.burst_spread`, judged per run (the seed's rule: a batch whose
+/// latencies' standard deviation is above half their mean): `None` when there is no
+/// target or the run has no spread (a failed request in the burst).
+fn burst_breach(slo: &Slo, outcome: &Outcome) -> Option<Option<String>> {
+    let target = slo.burst_spread_pct?;
+    let burst = outcome.burst.as_deref()?;
+    let spread = burst.spread()?;
+    let of = if burst.by_ttft() {
+        "first-token times"
+    } else {
+        "times"
+    };
+    Some((spread * 100.0 > f64::from(target)).then(|| {
+        format!(
+            "a burst of {}'s {of} spread {:.0} % of their mean (target {target} %): requests queue",
+            burst.requests.len(),
+            spread * 100.0
+        )
+    }))
 }
 
 /// `Some(Some(what))` when the window's p95 breaks a target, `Some(None)` when it meets

@@ -64,6 +64,8 @@ fn outcome(probe: &Arc<ProbeIdentity>, run: Run, at: SystemTime) -> Outcome {
         schedule_lag: Duration::ZERO,
         trace: None,
         observation: o,
+        conditions: Default::default(),
+        burst: None,
     }
 }
 
@@ -80,6 +82,7 @@ fn alert_config() -> AlertConfig {
         rate_limited: RateLimited::Throttled,
         model_changes: true,
         model_change_receivers: vec!["pager".into()],
+        warmup_grace: false,
     }
 }
 
@@ -156,6 +159,7 @@ fn slo(ttft_ms: Option<u64>, total_ms: Option<u64>) -> Slo {
         total_p95: total_ms.map(Duration::from_millis),
         window: 10,
         availability_bp: None,
+        burst_spread_pct: None,
     }
 }
 

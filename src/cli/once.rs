@@ -1,5 +1,6 @@
-//! `once`: run each probe (or the ones named) once now, concurrently, and print the
-//! results as a table or JSON lines; exit 1 if any failed.
+//! `once`: run each probe (or the ones named) once now, concurrently but those of one
+//! endpoint one after another, and print the results as a table or JSON lines; exit 1
+//! if any failed.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -41,9 +42,11 @@ pub async fn run(path: &Path, only: &[String], format: OutputFormat, location: O
             return ExitCode::from(EXIT_BAD_CONFIG);
         }
     };
+    // Concurrently, but probes of one endpoint in turns (probe/lane.rs): two probes of
+    // a one-slot server at once would each measure the other's queue.
     let tasks: Vec<_> = probes
         .into_iter()
-        .map(|p| tokio::spawn(async move { p.run_once().await }))
+        .map(|p| tokio::spawn(async move { p.run_in_turn().await }))
         .collect();
     let mut outcomes = Vec::new();
     for t in tasks {

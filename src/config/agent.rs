@@ -20,6 +20,9 @@ use crate::time_zone::TimeZone;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
     pub location: Option<String>,
+    /// `agent.locations`: every location that runs this file, so that each agent takes
+    /// its own turn within an interval (schedule.rs); empty when the file does not say.
+    pub locations: Vec<String>,
     pub listen: Option<SocketAddr>,
     /// Where durable state lives (relative paths: to the config file).
     pub data_dir: Option<PathBuf>,
@@ -99,6 +102,12 @@ pub(super) struct RawAgent {
     /// `--location` or INFERPROBE_LOCATION win. `run` needs one.
     #[schemars(with = "Option<Name>")]
     pub(super) location: Option<String>,
+    /// Every location that runs this file, e.g. [eu-west, us-east]: each agent then
+    /// probes an endpoint in its own part of the interval, so agents in several regions
+    /// never queue behind each other on a server with few slots (default: a part
+    /// derived from the location's name, which two regions rarely share).
+    #[schemars(with = "Option<Vec<Name>>")]
+    pub(super) locations: Option<Vec<String>>,
     /// Address of the agent's port (/metrics, the API, the status page), e.g. 0.0.0.0:9464.
     pub(super) listen: Option<String>,
     /// Where alert state, undelivered pages and history are kept (relative to this
@@ -126,6 +135,7 @@ pub(super) fn check_agent(cx: &mut Diagnostics, value: Value) -> Option<AgentCon
     if value.is_null() {
         return Some(AgentConfig {
             location: None,
+            locations: Vec::new(),
             listen: None,
             data_dir: None,
             external_url: None,
@@ -157,6 +167,31 @@ pub(super) fn check_agent(cx: &mut Diagnostics, value: Value) -> Option<AgentCon
         }
         ok
     });
+    let mut locations: Vec<String> = Vec::new();
+    for (i, l) in raw.locations.unwrap_or_default().into_iter().enumerate() {
+        let key = format!("agent.locations[{i}]");
+        if !valid_label_value(&l) {
+            cx.error(
+                None,
+                &key,
+                "must be 1-64 characters of letters, digits, `_`, `-` or `.`",
+            );
+        } else if locations.contains(&l) {
+            cx.error(None, &key, format!("`{l}` is listed twice"));
+        } else {
+            locations.push(l);
+        }
+    }
+    if let Some(l) = &location
+        && !locations.is_empty()
+        && !locations.contains(l)
+    {
+        cx.error(
+            None,
+            "agent.locations",
+            format!("does not list agent.location `{l}`"),
+        );
+    }
     let listen = listen.and_then(|l| match l.parse::<SocketAddr>() {
         Ok(a) => Some(a),
         Err(_) => {
@@ -193,6 +228,7 @@ pub(super) fn check_agent(cx: &mut Diagnostics, value: Value) -> Option<AgentCon
     let history = history(cx, raw.history.unwrap_or_default());
     Some(AgentConfig {
         location,
+        locations,
         listen,
         remote_write,
         history,

@@ -79,6 +79,10 @@ pub struct AlertConfig {
     /// Receiver names of that notice, chosen as the alerts' are, for severity `info`;
     /// empty when `model_changes` is false.
     pub model_change_receivers: Vec<String>,
+    /// Whether runs in the endpoint's warm-up window (after a restart or a model
+    /// change: probe/lane.rs) are kept out of paging (`alert.warmup_grace`, default
+    /// false): a server that is loading is not paged about until the window ends.
+    pub warmup_grace: bool,
 }
 
 impl AlertConfig {
@@ -87,8 +91,10 @@ impl AlertConfig {
     /// 429 counts as down).
     pub fn pages(&self, slo: &Slo) -> Vec<(&'static str, Severity, &[String])> {
         let mut out = vec![("down", self.severity, self.down_receivers.as_slice())];
-        let degraded_fires =
-            slo.ttft_p95.is_some() || slo.total_p95.is_some() || self.rate_limited == RateLimited::Throttled;
+        let degraded_fires = slo.ttft_p95.is_some()
+            || slo.total_p95.is_some()
+            || slo.burst_spread_pct.is_some()
+            || self.rate_limited == RateLimited::Throttled;
         if degraded_fires {
             out.push(("degraded", self.slo_severity, self.degraded_receivers.as_slice()));
         }
@@ -105,6 +111,9 @@ pub struct Slo {
     /// The availability objective in hundredths of a percent (99.9 % = 9990), for the
     /// weekly report; alerts page on failures, not on this.
     pub availability_bp: Option<u32>,
+    /// Burst probes: the largest spread of one burst's first-token times (standard
+    /// deviation over mean, in percent) before the degraded alert counts the run bad.
+    pub burst_spread_pct: Option<u32>,
 }
 
 impl Slo {
@@ -142,6 +151,10 @@ pub(super) struct RawAlert {
     /// Tell the receivers when the served model changes: a notice at severity `info`
     /// (routed as `info`), never a page (default true).
     model_changes: Option<bool>,
+    /// Hold paging while the endpoint warms up after a restart or a model change (its
+    /// `warmup` window): its runs are recorded but neither page nor resolve (default
+    /// false).
+    warmup_grace: Option<bool>,
 }
 
 impl RawAlert {
@@ -163,6 +176,7 @@ impl RawAlert {
             receivers: self.receivers.or(d.receivers),
             rate_limited: self.rate_limited.or(d.rate_limited),
             model_changes: self.model_changes.or(d.model_changes),
+            warmup_grace: self.warmup_grace.or(d.warmup_grace),
         }
     }
 }
@@ -186,6 +200,11 @@ pub(super) struct RawSlo {
     /// failed runs, not by this).
     #[schemars(range(min = 50.0, max = 100.0))]
     availability: Option<f64>,
+    /// Burst probes: the largest spread of a burst's first-token times, in percent of
+    /// their mean (standard deviation / mean; e.g. 50). A burst spread wider counts
+    /// toward the degraded alert.
+    #[schemars(range(min = 1.0, max = 1000.0))]
+    burst_spread: Option<f64>,
 }
 
 impl RawSlo {
@@ -202,6 +221,7 @@ impl RawSlo {
             total_p95: self.total_p95.or(d.total_p95),
             window: self.window.or(d.window),
             availability: self.availability.or(d.availability),
+            burst_spread: self.burst_spread.or(d.burst_spread),
         }
     }
 }
@@ -296,6 +316,7 @@ pub(super) fn alert(
         degraded_receivers: chosen,
         rate_limited: raw.rate_limited.unwrap_or_default(),
         model_changes,
+        warmup_grace: raw.warmup_grace.unwrap_or(false),
     })
 }
 
@@ -376,6 +397,7 @@ pub(super) fn defaults_alert(cx: &mut Diagnostics, raw: RawAlert, receivers: &[S
         }),
         rate_limited: raw.rate_limited,
         model_changes: raw.model_changes,
+        warmup_grace: raw.warmup_grace,
     }
 }
 
@@ -416,6 +438,12 @@ pub(super) fn defaults_slo(cx: &mut Diagnostics, raw: RawSlo) -> RawSlo {
                 ..RawSlo::default()
             })
         }),
+        burst_spread: raw.burst_spread.filter(|_| {
+            passes(RawSlo {
+                burst_spread: raw.burst_spread,
+                ..RawSlo::default()
+            })
+        }),
     }
 }
 
@@ -444,10 +472,23 @@ pub(super) fn slo(cx: &mut Diagnostics, probe: Option<&str>, prefix: &str, raw: 
             None
         }
     });
+    let burst_spread_pct = raw.burst_spread.and_then(|b| {
+        if (1.0..=1000.0).contains(&b) {
+            Some(b.round() as u32)
+        } else {
+            cx.error(
+                probe,
+                &key("burst_spread"),
+                "must be a percentage between 1 and 1000, like 50",
+            );
+            None
+        }
+    });
     (cx.errors.len() == before).then_some(Slo {
         ttft_p95,
         total_p95,
         window,
         availability_bp,
+        burst_spread_pct,
     })
 }

@@ -82,6 +82,10 @@ pub(super) struct RawDefaults {
     /// The W3C `traceparent` every probe sends, key by key: `{enabled: true, sampled: true}`
     /// (default).
     pub(super) trace: Option<RawTrace>,
+    /// Let probes' runs overlap the agent's other runs of the same endpoint (default
+    /// false: runs of one endpoint take turns). Set it where many probes share a big
+    /// hosted API that serves many requests at once.
+    pub(super) overlap: Option<bool>,
 }
 
 /// Per-probe values inherited from `defaults:`.
@@ -100,6 +104,7 @@ pub(super) struct Defaults {
     pub(super) cost: Option<InheritedCost>,
     pub(super) budget: Option<RawBudget>,
     pub(super) trace: super::tracing::RawTrace,
+    pub(super) overlap: Option<bool>,
 }
 
 pub(super) fn check_defaults(cx: &mut Diagnostics, value: Value) -> Option<Defaults> {
@@ -182,5 +187,6 @@ pub(super) fn check_defaults(cx: &mut Diagnostics, value: Value) -> Option<Defau
         cost,
         budget,
         trace,
+        overlap: raw.overlap,
     })
 }

@@ -62,6 +62,7 @@ mod schema;
 mod sharing;
 mod tls;
 mod tracing;
+mod traffic;
 mod url;
 mod values;
 // The file's text into a YAML value without serde_yaml's whole-file event list.
@@ -99,6 +100,7 @@ pub use root::Config;
 pub use schema::json_schema;
 pub use tls::TlsConfig;
 pub use tracing::{TraceConfig, TracingConfig};
+pub use traffic::{BURST_SIZES, DEFAULT_WARMUP, Traffic};
 pub use url::{Url, UrlError, parse_url, to_uri};
 pub use values::{RESERVED_LABELS, Secret, valid_label_value};
 

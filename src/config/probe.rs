@@ -37,6 +37,8 @@ use super::tls::TlsConfig;
 use super::tls::{RawTls, probe_tls};
 use super::tracing::TraceConfig;
 use super::tracing::{RawTrace, probe_trace};
+use super::traffic::Traffic;
+use super::traffic::{RawCold, RawTraffic, check_traffic};
 use super::values::{
     Labels, Secret, check_labels, duplicate_headers, duration, fmt_duration, url, valid_label_value,
 };
@@ -80,6 +82,8 @@ pub(super) fn check_probe(
 
     let schedule = probe_schedule(cx, p, prefix, &raw.interval, &raw.schedule, defaults);
 
+    // A burst run sends twice, one after the other (alone, then the burst).
+    let rounds = if raw.burst.is_some() { 2 } else { 1 };
     let (timeout, first_token_timeout) = probe_timeouts(
         cx,
         p,
@@ -88,6 +92,21 @@ pub(super) fn check_probe(
         &raw.first_token_timeout,
         defaults,
         schedule.as_ref(),
+        rounds,
+    );
+    let traffic = check_traffic(
+        cx,
+        p,
+        prefix,
+        RawTraffic {
+            overlap: raw.overlap,
+            cold: raw.cold,
+            burst: raw.burst,
+            warmup: raw.warmup,
+        },
+        defaults.and_then(|d| d.overlap),
+        schedule.as_ref().and_then(Schedule::shortest_gap),
+        timeout,
     );
 
     let headers = probe_headers(cx, p, prefix, &raw.headers, defaults);
@@ -162,6 +181,16 @@ pub(super) fn check_probe(
     let listed = raw_alert.lists_receivers();
     let mut alert = alert(cx, p, prefix, raw_alert, receivers);
     let (slo, cost) = slo_and_cost(cx, p, prefix, kind, raw.slo, raw.cost, defaults);
+    if let Some(s) = &slo
+        && s.burst_spread_pct.is_some()
+        && traffic.burst.is_none()
+    {
+        cx.error(
+            p,
+            &key("slo.burst_spread"),
+            "only for burst probes (`burst: N`): it judges the spread of one burst",
+        );
+    }
     if let (Some(routes), Some(alert), Some(slo), false) = (routes, alert.as_mut(), slo.as_ref(), listed) {
         let probe = ProbeFacts {
             name: &name,
@@ -211,6 +240,7 @@ pub(super) fn check_probe(
         cost: cost.map(|c| sections.cost.share(c)),
         budget,
         trace,
+        traffic,
     })
 }
 
@@ -325,6 +355,9 @@ fn probe_schedule(
 
 /// `timeout` and `first_token_timeout`: an explicit timeout longer than the interval
 /// is an error (runs would be skipped); an inherited one is clamped to the interval.
+/// `rounds` is how many requests one run sends one after another, each within the
+/// timeout (two for a burst probe): they share the interval.
+#[allow(clippy::too_many_arguments)]
 fn probe_timeouts(
     cx: &mut Diagnostics,
     p: Option<&str>,
@@ -333,6 +366,7 @@ fn probe_timeouts(
     raw_first_token_timeout: &Option<String>,
     defaults: Option<&Defaults>,
     schedule: Option<&Schedule>,
+    rounds: u32,
 ) -> (Option<Duration>, Option<Duration>) {
     let key = |k: &str| format!("{prefix}.{k}");
     // A bad `interval` (reported already, and set aside) is not compared with.
@@ -342,6 +376,18 @@ fn probe_timeouts(
     };
     let timeout = match raw_timeout {
         Some(s) => duration(cx, p, &key("timeout"), s).and_then(|t| match interval {
+            Some(i) if rounds > 1 && t * rounds > i => {
+                cx.error(
+                    p,
+                    &key("timeout"),
+                    format!(
+                        "a burst run sends twice (alone, then the burst), each within the timeout: {} twice is longer than the interval ({})",
+                        fmt_duration(t),
+                        fmt_duration(i)
+                    ),
+                );
+                None
+            }
             Some(i) if t > i => {
                 cx.error(
                     p,
@@ -359,7 +405,7 @@ fn probe_timeouts(
         None if cx.is_settled(&key("timeout")) => None,
         None => {
             let t = defaults.and_then(|d| d.timeout).unwrap_or(DEFAULT_TIMEOUT);
-            Some(interval.map_or(t, |i| t.min(i)))
+            Some(interval.map_or(t, |i| t.min(i / rounds)))
         }
     };
     let first_token_timeout = match raw_first_token_timeout {
@@ -519,6 +565,8 @@ pub struct ProbeConfig {
     pub budget: Option<TokenBudget>,
     /// `trace`: the W3C `traceparent` each run sends (on unless turned off).
     pub trace: TraceConfig,
+    /// How its requests meet the endpoint: taking turns, cold runs, bursts, warm-up.
+    pub traffic: Traffic,
 }
 
 /// When a probe runs.
@@ -531,6 +579,20 @@ pub enum Schedule {
         expr: String,
         schedule: Box<cron::Schedule>,
     },
+}
+
+impl Schedule {
+    /// The shortest time between two runs: the interval, or the smallest gap among a
+    /// cron schedule's next fires.
+    pub fn shortest_gap(&self) -> Option<Duration> {
+        match self {
+            Schedule::Interval(p) => Some(*p),
+            Schedule::Cron { schedule, .. } => {
+                let fires: Vec<_> = schedule.upcoming(chrono::Utc).take(64).collect();
+                fires.windows(2).filter_map(|w| (w[1] - w[0]).to_std().ok()).min()
+            }
+        }
+    }
 }
 
 impl PartialEq for Schedule {
@@ -629,6 +691,22 @@ pub(super) struct RawProbe {
     /// The W3C `traceparent` each run sends (over defaults.trace): `{enabled: true,
     /// sampled: true}` (default).
     pub(super) trace: Option<RawTrace>,
+    /// Let this probe's runs overlap this agent's other runs of the same endpoint
+    /// (scheme, host and port). Default false (over defaults.overlap): they take turns,
+    /// so on a server with one slot no probe measures another's queue.
+    pub(super) overlap: Option<bool>,
+    /// A cold probe: `{idle: 6m}` runs only once the endpoint has had no request from
+    /// this agent for that long, and shows what the first user after a quiet spell sees.
+    pub(super) cold: Option<RawCold>,
+    /// Send this many identical requests together each run (2-16), after one sent
+    /// alone: the spread of their times shows queueing. Each of the two rounds has
+    /// the whole timeout.
+    #[schemars(range(min = 2, max = 16))]
+    pub(super) burst: Option<u32>,
+    /// How long after the endpoint restarts (or changes its model) its runs are marked
+    /// as warm-up (default 5m).
+    #[schemars(with = "Option<DurationText>")]
+    pub(super) warmup: Option<String>,
 }
 
 impl RawProbe {

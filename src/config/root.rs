@@ -31,8 +31,9 @@ pub struct Config {
     pub report: Option<ReportConfig>,
     /// Shared with the probes built from them: the running agent holds each once.
     pub probes: Vec<Arc<ProbeConfig>>,
-    /// Probes of the file that other shards run (`--shard`): not ours, but not gone.
-    pub other_shards: Vec<String>,
+    /// Probes of the file that other shards run (`--shard`): not ours, but not gone,
+    /// and they take their slots of their endpoints' intervals (schedule/phase.rs).
+    pub other_shards: Vec<Arc<ProbeConfig>>,
     /// Allowed but risky settings, positioned like errors.
     pub warnings: Vec<ConfigError>,
     /// Every value a `${VAR}` put where credentials go (any part of a probe's URL or

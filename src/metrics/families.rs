@@ -40,7 +40,7 @@ const fn family(name: &'static str, help: &'static str, seconds: bool, kind: Met
 }
 
 /// Every per-probe family, in exposition order.
-pub(super) const FAMILIES: [Family; 15] = [
+pub(super) const FAMILIES: [Family; 20] = [
     family(
         "runs",
         "Probe runs by result (success or failure) and failure reason (none on success)",
@@ -131,6 +131,36 @@ pub(super) const FAMILIES: [Family; 15] = [
         false,
         MetricType::Gauge,
     ),
+    family(
+        "held_runs",
+        "Scheduled runs held off because the endpoint was kept quiet for another probe's cold run",
+        false,
+        MetricType::Counter,
+    ),
+    family(
+        "endpoint_restarts",
+        "Restarts of the probe's endpoint its runs showed (a loading answer, connections accepted again after refusals, a new model identity, the server loading the model for a request)",
+        false,
+        MetricType::Counter,
+    ),
+    family(
+        "burst_spread_ratio",
+        "Burst probes, the last burst: standard deviation over mean of its requests' times to first token (total time for kinds without tokens)",
+        false,
+        MetricType::Gauge,
+    ),
+    family(
+        "burst_max_over_min_ratio",
+        "Burst probes, the last burst: its slowest request's time over its fastest's",
+        false,
+        MetricType::Gauge,
+    ),
+    family(
+        "burst_slowdown_ratio",
+        "Burst probes, the last burst: its requests' mean time over the time of the request sent alone just before it",
+        false,
+        MetricType::Gauge,
+    ),
 ];
 
 pub(super) const E2E: usize = 5;
@@ -183,7 +213,12 @@ pub(super) fn each_series(
         2 => s.up.map_or(Ok(()), |v| f(&NO_EXTRA, Value::Int(v))),
         3 => s.last_run.map_or(Ok(()), |v| f(&NO_EXTRA, Value::Float(v))),
         4 => s.last_success.map_or(Ok(()), |v| f(&NO_EXTRA, Value::Float(v))),
-        E2E => s.e2e.as_deref().map_or(Ok(()), |h| f(&NO_EXTRA, Value::Slo(h))),
+        E2E => {
+            s.e2e.as_deref().map_or(Ok(()), |h| f(&NO_EXTRA, Value::Slo(h)))?;
+            s.e2e_cold
+                .as_deref()
+                .map_or(Ok(()), |h| f(&one("start", "cold"), Value::Slo(h)))
+        }
         6 => classic(full.and_then(|x| x.ttfb.as_ref()), f),
         TTFT => s.ttft.iter().try_for_each(|(b, h)| f(&b.labels(), Value::Slo(h))),
         8 => classic(full.and_then(|x| x.tpot.as_ref()), f),
@@ -207,6 +242,12 @@ pub(super) fn each_series(
             .model
             .as_deref()
             .map_or(Ok(()), |m| f(&NO_EXTRA, Value::Info(m))),
+        15 => s.held.map_or(Ok(()), |n| f(&NO_EXTRA, Value::Counter(n))),
+        16 => s.restarts.map_or(Ok(()), |n| f(&NO_EXTRA, Value::Counter(n))),
+        17..=19 => match s.burst.as_deref().and_then(|b| b[family - 17]) {
+            Some(v) => f(&NO_EXTRA, Value::Float(v)),
+            None => Ok(()),
+        },
         _ => Ok(()),
     }
 }

@@ -14,24 +14,32 @@ use super::{
     SLO_NATIVE_SCHEMA, TOKEN_BUCKETS, unix_seconds,
 };
 
-/// A series' labels beyond the probe's own, as exposed: up to four (name, value), empty
+/// A series' labels beyond the probe's own, as exposed: up to five (name, value), empty
 /// names unused.
-pub(super) type Extra = [(&'static str, &'static str); 4];
+pub(super) type Extra = [(&'static str, &'static str); 5];
 
-pub(super) const NO_EXTRA: Extra = [("", ""); 4];
+pub(super) const NO_EXTRA: Extra = [("", ""); 5];
 
-/// The prompt and image size a run's series are split by, at `full` detail only.
+/// What a run's series are split by: the prompt and image size at `full` detail only,
+/// and `start="cold"` for a cold probe's cold runs (warm runs carry no `start` label, so
+/// a probe that never runs cold has no series more, and `start=""` selects warm runs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Buckets {
     prompt: Option<&'static str>,
     image: Option<&'static str>,
+    cold: bool,
 }
 
 impl Buckets {
     pub fn labels(self) -> Extra {
         let mut e = NO_EXTRA;
         let mut at = 0;
-        for (name, value) in [("prompt_bucket", self.prompt), ("image_bucket", self.image)] {
+        let start = self.cold.then_some("cold");
+        for (name, value) in [
+            ("prompt_bucket", self.prompt),
+            ("image_bucket", self.image),
+            ("start", start),
+        ] {
             if let Some(value) = value {
                 e[at] = (name, value);
                 at += 1;
@@ -85,10 +93,20 @@ pub(super) struct State {
     /// `runs_total` by (prompt bucket, image bucket at `full`;) result and reason.
     pub runs: Vec<(RunKey, u64)>,
     pub skipped: Option<u64>,
+    /// Ticks held off for another probe's cold run.
+    pub held: Option<u64>,
     pub up: Option<i64>,
     pub last_run: Option<f64>,
     pub last_success: Option<f64>,
     pub e2e: Option<Box<SloHistogram>>,
+    /// Total time of cold runs (`start="cold"`), apart from the warm ones'.
+    pub e2e_cold: Option<Box<SloHistogram>>,
+    /// Restarts of the endpoint seen (each warm-up's start counted once), and the start
+    /// of the last one.
+    pub restarts: Option<u64>,
+    pub last_restart: Option<std::time::SystemTime>,
+    /// A burst probe's last burst: spread, slowest over fastest, burst over alone.
+    pub burst: Option<Box<[Option<f64>; 3]>>,
     /// One at `basic`; at `full` one per prompt (and image) bucket.
     pub ttft: Vec<(Buckets, SloHistogram)>,
     /// Input and output tokens, from the first run that reported either.
@@ -150,6 +168,7 @@ impl ProbeSeries {
         s.up = None;
         s.last_run = None;
         s.last_success = None;
+        s.burst = None;
     }
 
     pub fn model(&self, identity: &Arc<ModelIdentity>) {
@@ -163,6 +182,10 @@ impl ProbeSeries {
         *self.state().skipped.get_or_insert(0) += ticks;
     }
 
+    pub fn held(&self) {
+        *self.state().held.get_or_insert(0) += 1;
+    }
+
     /// One finished run (never the agent's own errors: the caller counts those apart).
     pub fn record(&self, outcome: &Outcome) {
         let obs = &outcome.observation;
@@ -170,15 +193,21 @@ impl ProbeSeries {
         // At full detail, runs and TTFT are split by prompt size, and by image size
         // where images are sent (`none` on every text probe would double nothing but
         // the series count).
+        let cold = outcome.conditions.cold;
         let buckets = match (full, obs.image_bucket) {
-            (false, _) => Buckets::default(),
+            (false, _) => Buckets {
+                cold,
+                ..Buckets::default()
+            },
             (true, "none") => Buckets {
                 prompt: Some(obs.prompt_bucket),
                 image: None,
+                cold,
             },
             (true, image) => Buckets {
                 prompt: Some(obs.prompt_bucket),
                 image: Some(image),
+                cold,
             },
         };
         let failure = obs.failure();
@@ -198,6 +227,17 @@ impl ProbeSeries {
         }
         s.last_run = Some(started);
         *keyed(&mut s.runs, run, || 0) += 1;
+        if let Some(w) = &outcome.conditions.warmup
+            && s.last_restart != Some(w.since)
+        {
+            s.last_restart = Some(w.since);
+            *s.restarts.get_or_insert(0) += 1;
+        }
+        if let Some(b) = outcome.burst.as_deref()
+            && let Some(spread) = b.spread()
+        {
+            s.burst = Some(Box::new([Some(spread), b.max_over_min(), b.slowdown()]));
+        }
         if failure.is_some() {
             s.up = Some(0);
             return;
@@ -211,8 +251,8 @@ impl ProbeSeries {
             .observe(d.as_secs_f64(), trace);
         }
         if let Some(d) = obs.total() {
-            s.e2e
-                .get_or_insert_with(|| Box::new(SloHistogram::new(&SLO_BUCKETS, SLO_NATIVE)))
+            let e2e = if cold { &mut s.e2e_cold } else { &mut s.e2e };
+            e2e.get_or_insert_with(|| Box::new(SloHistogram::new(&SLO_BUCKETS, SLO_NATIVE)))
                 .observe(d.as_secs_f64(), trace);
         }
         if !full {

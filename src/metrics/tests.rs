@@ -50,6 +50,8 @@ fn outcome(fail: Option<FailureReason>) -> Outcome {
         schedule_lag: Duration::ZERO,
         trace: None,
         observation: o,
+        conditions: Default::default(),
+        burst: None,
     }
 }
 

@@ -74,6 +74,9 @@ pub struct Reply<'a> {
     pub(crate) ndjson: bool,
     /// Why the generation ends, as the finish messages say.
     pub stop: Stop,
+    /// The time the server spent loading the model for this request (zero when it was
+    /// loaded already), for protocols that report it (Ollama's `load_duration`).
+    pub load: Duration,
 }
 
 /// Why a simulated generation ends.

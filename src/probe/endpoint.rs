@@ -331,12 +331,35 @@ async fn check_status(
     } else {
         redactor.clean(&text)
     };
-    if let Some(detail) = error_detail(text.as_bytes()) {
+    let detail = error_detail(text.as_bytes());
+    if let Some(detail) = &detail {
         message.push_str(": ");
-        message.push_str(&redactor.clean(&detail));
+        message.push_str(&redactor.clean(detail));
     }
+    let reason = match detail {
+        Some(d) if status == 503 && says_loading(&d) => FailureReason::Loading,
+        _ => reason,
+    };
     obs.result = Err(Failure::new(reason, message));
     false
+}
+
+/// Whether a 503's error says the model is still being loaded or warmed up: llama.cpp's
+/// `Loading model`, Hugging Face's `Model x is currently loading`, a server "starting up"
+/// or "not ready". Such a server is up and will serve soon: a restart, not a crash.
+pub(crate) fn says_loading(detail: &str) -> bool {
+    let d = detail.to_ascii_lowercase();
+    [
+        "loading",
+        "warming up",
+        "warm-up",
+        "warmup",
+        "not ready",
+        "starting up",
+        "initializing",
+    ]
+    .iter()
+    .any(|w| d.contains(w))
 }
 
 /// Reads up to `limit` bytes of a body, giving up quietly at the deadline or an error.

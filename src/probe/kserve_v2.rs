@@ -217,8 +217,14 @@ impl Probe for KserveProbe {
                 Ok(()) => {}
                 Err(failure) => {
                     obs.http_status = check.http_status;
+                    // A 5xx from `/ready` is the server saying the model is not loaded
+                    // yet (KServe answers 503 while a model loads).
+                    let reason = match failure.reason {
+                        FailureReason::Http5xx => FailureReason::Loading,
+                        other => other,
+                    };
                     obs.result = Err(Failure::new(
-                        failure.reason,
+                        reason,
                         format!("model not ready: {}", failure.message),
                     ));
                     return obs;

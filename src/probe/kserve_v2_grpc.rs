@@ -336,7 +336,7 @@ impl Probe for KserveGrpcProbe {
             let failure = match (answer, check.result) {
                 (Some(Flag { value: true }), _) => None,
                 (Some(_), _) => Some(Failure::new(
-                    FailureReason::Http5xx,
+                    FailureReason::Loading,
                     "model not ready: ModelReady answered ready: false",
                 )),
                 (None, Err(f)) => Some(Failure::new(f.reason, format!("model not ready: {}", f.message))),

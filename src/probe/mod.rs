@@ -23,6 +23,7 @@ mod identity;
 pub mod kinds;
 pub mod kserve_v2;
 pub mod kserve_v2_grpc;
+pub mod lane;
 pub mod llamacpp;
 pub mod ollama;
 pub mod openai;
@@ -34,23 +35,29 @@ pub(crate) mod tools;
 pub mod trace;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::{MetricsDetail, ProbeConfig, display_url};
 use crate::net::TlsRoots;
-use crate::outcome::{Failure, FailureReason, Observation, Outcome, ProbeIdentity, TraceContext};
+use crate::outcome::{
+    Burst, Conditions, Failure, FailureReason, Observation, Outcome, ProbeIdentity, Timing, TraceContext,
+};
 use crate::payload::images::{ImageError, ImageStore};
 use crate::redact::{Redactor, SharedRedactor};
 pub use kinds::AnyProbe;
+use lane::{Lane, Lanes};
 
 /// What building a probe needs besides its config: the TLS roots (loaded once), the
-/// image store (shared, so each image is encoded once for all probes and reloads) and
-/// the config's secrets (kept out of every message and shown endpoint).
+/// image store (shared, so each image is encoded once for all probes and reloads), the
+/// config's secrets (kept out of every message and shown endpoint) and the endpoints'
+/// lanes (shared by the probes of one endpoint, kept across reloads).
 #[derive(Clone)]
 pub struct BuildContext {
     pub roots: TlsRoots,
     pub images: Arc<ImageStore>,
     pub redactor: SharedRedactor,
+    pub lanes: Arc<Lanes>,
 }
 
 impl BuildContext {
@@ -59,6 +66,7 @@ impl BuildContext {
             roots: TlsRoots::system(),
             images: Arc::new(ImageStore::default()),
             redactor: SharedRedactor::default(),
+            lanes: Arc::default(),
         }
     }
 }
@@ -132,6 +140,19 @@ pub struct ReadyProbe {
     /// Asks the server which model it serves, after runs (probe/identity.rs); `None`
     /// for kinds whose servers have nothing to ask.
     served: Option<Box<identity::IdentityFetcher>>,
+    /// Its endpoint's lane: turns, idle time, cold holds, restarts (lane.rs).
+    lane: Arc<Lane>,
+    /// This built probe's mark on its lane's holds: a rebuilt probe's holds are its own.
+    holder: u64,
+}
+
+/// Tells built probes apart on their lanes.
+static HOLDERS: AtomicU64 = AtomicU64::new(1);
+
+impl Drop for ReadyProbe {
+    fn drop(&mut self) {
+        self.lane.forget(self.holder);
+    }
 }
 
 impl ReadyProbe {
@@ -163,7 +184,54 @@ impl ReadyProbe {
             probe,
             redactor: cx.redactor.clone(),
             served: identity::IdentityFetcher::new(config, &cx.roots).map(Box::new),
+            lane: cx.lanes.lane(&config.url),
+            holder: HOLDERS.fetch_add(1, Ordering::Relaxed),
         })
+    }
+
+    /// Its endpoint's lane.
+    pub fn lane(&self) -> &Arc<Lane> {
+        &self.lane
+    }
+
+    /// Runs the probe once, in its turn on its endpoint (after the agent's other runs of
+    /// it that are going), as `once` does.
+    pub async fn run_in_turn(&self) -> Outcome {
+        let asked = Instant::now();
+        let _turn = match self.config.traffic.overlap {
+            false => Some(self.lane.turn().await),
+            true => None,
+        };
+        self.run(asked).await
+    }
+
+    /// Runs the probe at a scheduled tick: in its turn, unless the endpoint is being kept
+    /// quiet for another probe's cold run (`None`: the tick is held off). A cold probe
+    /// first waits out what is left of its idle window, when a run that began before
+    /// the window ended inside it.
+    pub async fn run_at_tick(&self) -> Option<Outcome> {
+        let asked = Instant::now();
+        let _turn = match self.config.traffic.overlap {
+            false => Some(self.lane.turn().await),
+            true => None,
+        };
+        if self.lane.holds_off(self.holder, Instant::now()) {
+            return None;
+        }
+        if let Some(idle) = self.config.traffic.cold {
+            let rest = idle.saturating_sub(self.lane.idle(Instant::now()));
+            tokio::time::sleep(rest).await;
+        }
+        Some(self.run(asked).await)
+    }
+
+    /// A cold probe's next tick: the endpoint is kept quiet for its idle time before it.
+    pub fn announce(&self, tick: tokio::time::Instant) {
+        if let Some(idle) = self.config.traffic.cold {
+            // The hold ends when the run begins; at the latest when it could have ended.
+            let slack = self.config.timeout + idle + Duration::from_secs(5);
+            self.lane.reserve(self.holder, tick.into_std(), idle, slack);
+        }
     }
 
     /// Whether it was built from `config`: a reload leaves it running.
@@ -171,12 +239,19 @@ impl ReadyProbe {
         Arc::ptr_eq(&self.config, config) || *self.config == **config
     }
 
-    /// Runs the probe once with its deadlines. Never fails: a failed run is an
-    /// `Outcome` with a reason. The outer timeout is a safety net: probes enforce their
-    /// own deadlines so that a timed-out run keeps the phases it did measure.
+    /// Runs the probe once with its deadlines, now, whatever else runs. Never fails: a
+    /// failed run is an `Outcome` with a reason.
     pub async fn run_once(&self) -> Outcome {
+        self.run(Instant::now()).await
+    }
+
+    /// One run, asked for at `asked` (the wait until now is the run's `waited`). The
+    /// endpoint's lane sees the request from before it goes out until after the
+    /// identity ask, so the idle time counts every request of the agent's.
+    async fn run(&self, asked: Instant) -> Outcome {
         let started_at = SystemTime::now();
         let begun = Instant::now();
+        let active = self.lane.begin(self.holder);
         let limits = RunLimits {
             timeout: self.config.timeout,
             first_token_timeout: self.config.first_token_timeout,
@@ -187,21 +262,12 @@ impl ReadyProbe {
                 .then(|| trace::fresh(self.config.trace.sampled))
                 .flatten(),
         };
-        // Probes enforce their own deadlines, so a timed-out run keeps the phases it did
-        // measure; this outer bound is only a safety net.
-        let bound = self.config.timeout + Duration::from_secs(2);
-        let mut observation = match tokio::time::timeout(bound, self.probe.run(&limits)).await {
-            Ok(o) => o,
-            Err(_) => Observation::failed(
-                begun,
-                Failure::new(
-                    FailureReason::TimeoutTotal,
-                    format!(
-                        "no result within {}",
-                        humantime::format_duration(self.config.timeout)
-                    ),
-                ),
-            ),
+        let (mut observation, burst) = match self.config.traffic.burst {
+            None => (self.measure(&limits).await, None),
+            Some(n) => {
+                let (o, b) = self.burst(n, &limits).await;
+                (o, Some(Box::new(b)))
+            }
         };
         // Where server words enter the results: every surface (logs, history, pages,
         // the API, `once`) gets them without secrets and without control characters.
@@ -216,13 +282,101 @@ impl ReadyProbe {
                 None => identity::from_response(&observation.served),
             };
         }
+        let restart = self
+            .lane
+            .after_run(&self.config.name, &observation, begun, started_at);
+        let idle = active.idle;
+        drop(active);
+        let traffic = &self.config.traffic;
+        let conditions = Conditions {
+            waited: begun.saturating_duration_since(asked),
+            idle,
+            cold: traffic.cold.is_some_and(|needed| idle >= needed),
+            warmup: restart
+                .filter(|(at, _)| begun.saturating_duration_since(*at) <= traffic.warmup)
+                .map(|(_, w)| w),
+        };
         Outcome {
             probe: self.identity.clone(),
             started_at,
             schedule_lag: Duration::ZERO,
             trace: limits.trace,
             observation,
+            conditions,
+            burst,
         }
+    }
+
+    /// One request, within its deadlines. Probes enforce their own deadlines, so a
+    /// timed-out run keeps the phases it did measure; the outer bound here is only a
+    /// safety net.
+    async fn measure(&self, limits: &RunLimits) -> Observation {
+        let begun = Instant::now();
+        let bound = self.config.timeout + Duration::from_secs(2);
+        match tokio::time::timeout(bound, self.probe.run(limits)).await {
+            Ok(o) => o,
+            Err(_) => Observation::failed(
+                begun,
+                Failure::new(
+                    FailureReason::TimeoutTotal,
+                    format!(
+                        "no result within {}",
+                        humantime::format_duration(self.config.timeout)
+                    ),
+                ),
+            ),
+        }
+    }
+
+    /// A burst run: one request alone, then `n` identical ones sent together, each
+    /// request within the probe's deadlines. The run's observation is the burst's first
+    /// failure (or the lone request's), else its slowest request, as the unluckiest of
+    /// `n` users at once saw it; its tokens are every request's.
+    async fn burst(&self, n: u32, limits: &RunLimits) -> (Observation, Burst) {
+        let alone = self.measure(limits).await;
+        let together = futures_util::future::join_all((0..n).map(|_| self.measure(limits))).await;
+        let burst = Burst {
+            alone: Timing::of(&alone),
+            requests: together.iter().map(Timing::of).collect(),
+        };
+        // Every request's tokens cost, a failed one's included.
+        let tokens = |f: fn(&Observation) -> Option<u64>| {
+            std::iter::once(&alone)
+                .chain(&together)
+                .filter_map(f)
+                .reduce(|a, b| a + b)
+        };
+        let (input, output) = (tokens(|o| o.input_tokens), tokens(|o| o.output_tokens));
+        let failed = std::iter::once((0, &alone))
+            .chain(together.iter().enumerate().map(|(i, o)| (i + 1, o)))
+            .find(|(_, o)| !o.success())
+            .map(|(i, _)| i);
+        let (mut observation, which) = match failed {
+            Some(0) => (alone, "the request sent alone before the burst".to_owned()),
+            Some(i) => (
+                together.into_iter().nth(i - 1).expect("found"),
+                format!("request {i} of the burst of {n}"),
+            ),
+            None => {
+                let key = |o: &Observation| if burst.by_ttft() { o.ttft() } else { o.total() };
+                let slowest = together
+                    .into_iter()
+                    .max_by_key(|o| key(o))
+                    .expect("a burst has requests");
+                (slowest, String::new())
+            }
+        };
+        if let Err(f) = &mut observation.result {
+            f.message = format!("{which}: {}", f.message);
+        }
+        observation.turn_tokens = observation.turn_tokens.or(observation.output_tokens);
+        if let Some(output) = output {
+            observation.output_tokens = Some(output);
+        }
+        if let Some(input) = input {
+            observation.input_tokens = Some(input);
+        }
+        (observation, burst)
     }
 }
 

@@ -407,7 +407,7 @@ pub(crate) mod simulator {
             "stop"
         };
         json!({"model": reply.model, "created_at": "2026-01-01T00:00:01Z", "done": true, "done_reason": reason,
-            "total_duration": ns, "load_duration": 1_000_000, "prompt_eval_count": 24, "prompt_eval_duration": ns / 4,
+            "total_duration": ns, "load_duration": reply.load.as_nanos().max(1_000_000) as u64, "prompt_eval_count": 24, "prompt_eval_duration": ns / 4,
             "eval_count": n, "eval_duration": ns / 2})
     }
 

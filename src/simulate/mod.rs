@@ -78,6 +78,18 @@ pub struct Script {
     /// Seed for the fault draw, for repeatable fire drills.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Requests generated at once; more wait for a free slot, as on a server started
+    /// with that many slots (llama.cpp's `--parallel`). 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    pub slots: u32,
+    /// After this long without a request the model counts as unloaded (Ollama unloads
+    /// after 5 minutes idle): the next request first waits `--cold-load` (and Ollama's
+    /// `load_duration` says so). The first request after the start is cold too.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub cold_after: Option<Duration>,
+    /// How long loading the model takes when it is cold.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub cold_load: Duration,
 }
 
 impl Default for Script {
@@ -91,6 +103,9 @@ impl Default for Script {
             grpc_fault: None,
             fault_rate: 1.0,
             seed: 1,
+            slots: 0,
+            cold_after: None,
+            cold_load: Duration::from_secs(2),
         }
     }
 }
@@ -122,6 +137,8 @@ pub enum Fault {
     WrongContentType,
     /// Close the connection right after reading the request.
     Close,
+    /// 503 `Loading model`, as llama.cpp answers while it loads the model.
+    Loading,
     /// The whole answer, terminator included, then close without the chunked body's
     /// last chunk: the HTTP message never ends (as servers that abort a stream after
     /// `[DONE]` do).
@@ -141,6 +158,8 @@ pub struct SimRecord {
     pub grpc_fault: Option<GrpcFault>,
     /// The request was fully read.
     pub received: Instant,
+    /// Its generation started: a slot was free (`--slots`), at once otherwise.
+    pub started: Instant,
     pub headers_written: Option<Instant>,
     pub first_token_written: Option<Instant>,
     pub done_written: Option<Instant>,
@@ -155,6 +174,7 @@ impl SimRecord {
             fault,
             grpc_fault: None,
             received,
+            started: received,
             headers_written: None,
             first_token_written: None,
             done_written: None,
@@ -172,6 +192,7 @@ impl SimRecord {
             "path": self.path,
             "fault": self.fault.and_then(|f| f.to_possible_value()).map(|v| v.get_name().to_owned()),
             "grpc_fault": self.grpc_fault.and_then(|f| f.to_possible_value()).map(|v| v.get_name().to_owned()),
+            "slot_wait_ms": self.ms(Some(self.started)),
             "headers_ms": self.ms(self.headers_written),
             "ttft_ms": self.ms(self.first_token_written),
             "total_ms": self.ms(self.done_written),
@@ -216,10 +237,13 @@ pub struct Simulator {
 pub fn start(listener: TcpListener, script: Script) -> Simulator {
     let addr = listener.local_addr().expect("bound listener");
     let log = Arc::new(SimLog::default());
+    let slots = (script.slots > 0).then(|| tokio::sync::Semaphore::new(script.slots as usize));
     let shared = Arc::new(Shared {
         script,
         log: log.clone(),
         next_id: AtomicU64::new(0),
+        slots,
+        warmth: Mutex::default(),
     });
     tokio::spawn(async move {
         loop {
@@ -238,6 +262,42 @@ struct Shared {
     script: Script,
     log: Arc<SimLog>,
     next_id: AtomicU64,
+    /// `--slots`: a permit per request generating.
+    slots: Option<tokio::sync::Semaphore>,
+    /// `--cold-after`: whether the model is loaded.
+    warmth: Mutex<Warmth>,
+}
+
+/// When the model was last used, for `--cold-after`.
+#[derive(Debug, Default)]
+struct Warmth {
+    last_end: Option<Instant>,
+    in_flight: u32,
+}
+
+impl Shared {
+    /// A generation starts: the time to load the model first (zero when it is loaded).
+    fn begin_generation(&self, now: Instant) -> Duration {
+        let mut w = self.warmth.lock().expect("warmth");
+        w.in_flight += 1;
+        let Some(after) = self.script.cold_after else {
+            return Duration::ZERO;
+        };
+        let unloaded = w.in_flight == 1
+            && w.last_end
+                .is_none_or(|t| now.saturating_duration_since(t) >= after);
+        if unloaded {
+            self.script.cold_load
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    fn end_generation(&self) {
+        let mut w = self.warmth.lock().expect("warmth");
+        w.in_flight = w.in_flight.saturating_sub(1);
+        w.last_end = Some(Instant::now());
+    }
 }
 
 /// HTTP/2 (gRPC) or HTTP/1.1, by the connection's first bytes.

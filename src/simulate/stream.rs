@@ -60,7 +60,16 @@ pub(super) async fn generate(
 ) -> bool {
     let received = Instant::now();
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    let script = script_for(&shared.script, &request.query);
+    let mut script = script_for(&shared.script, &request.query);
+    // A server with few slots: the request waits for one (its queue is in its TTFT).
+    let _slot = match &shared.slots {
+        Some(slots) => slots.acquire().await.ok(),
+        None => None,
+    };
+    let begin = Instant::now();
+    // A cold model is loaded first.
+    let load = shared.begin_generation(begin);
+    script.ttft += load;
     let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
     let model = body
         .get("model")
@@ -92,6 +101,7 @@ pub(super) async fn generate(
             .unwrap_or(false),
         ndjson: dialect.ndjson(),
         stop,
+        load,
     };
 
     let fault = draw_fault(&script, id);
@@ -100,7 +110,9 @@ pub(super) async fn generate(
         tokens,
         known: known.as_ref(),
     };
+    record.started = begin;
     let keep = stream_response(socket, &script, fault, dialect, &reply, answer, &mut record).await;
+    shared.end_generation();
     tracing::debug!(
         id,
         path = %record.path,
@@ -122,6 +134,7 @@ fn placeholder() -> Reply<'static> {
         include_usage: false,
         ndjson: false,
         stop: Stop::ToolCall,
+        load: std::time::Duration::ZERO,
     }
 }
 
@@ -141,7 +154,8 @@ async fn stream_response(
     record: &mut SimRecord,
 ) -> bool {
     let tokens = answer.tokens;
-    let received = record.received;
+    // The script's times run from when the request got a slot.
+    let received = record.started;
     match fault {
         Some(Fault::Close) => return false,
         Some(Fault::StallHeaders) => {
@@ -164,6 +178,7 @@ async fn stream_response(
             "simulated rate limit",
             "rate_limit_exceeded",
         )),
+        Some(Fault::Loading) => Some((503, "Service Unavailable", "Loading model", "unavailable_error")),
         _ => None,
     };
     if let Some((status, text, message, kind)) = status_fault {

@@ -78,7 +78,10 @@ fn a_failing_endpoint_appears_in_alertmanager_and_resolves_when_it_recovers() {
     assert_eq!(ann["last_status"], "503");
     assert_eq!(ann["runbook_url"], "https://runbooks.example.com/llm");
     assert!(
-        ann["last_error"].as_str().unwrap().contains("model is loading"),
+        ann["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no healthy upstream"),
         "{ann}"
     );
     assert_eq!(

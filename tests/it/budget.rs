@@ -28,7 +28,7 @@ async fn over_its_budget_a_probe_warns_once_and_runs_at_the_stretched_interval()
     let tracker = TaskTracker::new();
     let scheduler = Scheduler::start(tx, tracker.clone());
     let schedule = probe.config.schedule.clone();
-    let _probe = scheduler.add(Arc::new(probe), schedule, Arc::default());
+    let _probe = scheduler.add(Arc::new(probe), schedule, Duration::ZERO, Arc::default());
     // Unpaced, about nine runs.
     tokio::time::sleep(Duration::from_secs(9)).await;
     scheduler.stop_all();
@@ -46,7 +46,7 @@ async fn over_its_budget_a_probe_warns_once_and_runs_at_the_stretched_interval()
                 assert_eq!(&*probe.name, "budgeted");
                 changes.push(change);
             }
-            RunEvent::Skipped { .. } => {}
+            RunEvent::Skipped { .. } | RunEvent::Held { .. } => {}
         }
     }
     for o in &runs {

@@ -102,7 +102,7 @@ async fn a_model_not_ready_fails_before_the_inference() {
     ))
     .await;
     let f = o.observation.failure().unwrap();
-    assert_eq!(f.reason, FailureReason::Http5xx);
+    assert_eq!(f.reason, FailureReason::Loading);
     assert_eq!(f.message, "model not ready: ModelReady answered ready: false");
     assert!(o.observation.ready_check.is_some());
     let o = run_probe(&infer(

@@ -42,7 +42,7 @@ fn endpoint() -> (std::net::SocketAddr, Arc<Mutex<Vec<Received>>>) {
     let addr = answering_server(move |r| {
         log.lock().unwrap().push(r.clone());
         if r.path.starts_with("/down") {
-            reply(503, "{\"error\":\"model is loading\"}")
+            reply(503, "{\"error\":\"no healthy upstream\"}")
         } else {
             reply(200, "{\"status\":\"ok\"}")
         }

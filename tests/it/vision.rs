@@ -94,7 +94,7 @@ async fn kserve_readiness_is_its_own_phase_and_gates_the_run() {
     .await;
     // The ready check goes to .../ready with the same query string.
     let f = loading.observation.failure().unwrap();
-    assert_eq!(f.reason, FailureReason::Http5xx);
+    assert_eq!(f.reason, FailureReason::Loading);
     assert_eq!(f.message, "model not ready: HTTP 503: Model not ready");
 }
 

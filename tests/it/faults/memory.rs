@@ -40,6 +40,9 @@ async fn memory_stays_bounded_through_the_binary() {
                 let lead = if i == 0 { "  - " } else { "    " };
                 writeln!(yaml, "{lead}{line}").unwrap();
             }
+            // At once, though they share the fake server (`once` runs the probes of one
+            // endpoint one after another otherwise).
+            writeln!(yaml, "    overlap: true").unwrap();
         }
         let dir = temp_dir("faults-rss");
         let config = dir.join("probes.yaml");

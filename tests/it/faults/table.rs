@@ -341,7 +341,8 @@ pub fn faults() -> Vec<Fault> {
                     r#"{"error":"model is loading"}"#,
                 ))
             },
-            expect: |_| Some(R::Http5xx),
+            // A 503 that says the model is loading: up, not serving yet (a restart).
+            expect: |_| Some(R::Loading),
             message_has: |_| Some("HTTP 503 (Retry-After: 30): model is loading"),
             note: "",
         },

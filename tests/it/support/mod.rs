@@ -584,7 +584,7 @@ pub fn switch_server(healthy: std::sync::Arc<std::sync::atomic::AtomicBool>) -> 
         if healthy.load(std::sync::atomic::Ordering::SeqCst) {
             reply(200, "{\"status\":\"ok\"}")
         } else {
-            reply(503, "{\"error\":\"model is loading\"}")
+            reply(503, "{\"error\":\"no healthy upstream\"}")
         }
     })
 }

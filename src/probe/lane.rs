@@ -1,0 +1,422 @@
+//! Lanes: what one agent knows of each endpoint it probes, shared by all its probes of
+//! that endpoint (the same scheme, host and port: one server, whatever the path).
+//!
+//! - **Turns.** Runs of one endpoint take turns: on a server with one slot, two probes
+//!   run at once would each measure the other's queue (a probe alone gets TTFT 50 ms;
+//!   beside another, 2.4 s). A probe with `overlap: true` does not wait its turn.
+//! - **Idle time.** When the agent's last request to the endpoint ended, so each run
+//!   says how long the endpoint had been idle before it (`Conditions::idle`).
+//! - **Quiet before a cold run.** A cold probe announces its next tick; from `idle`
+//!   before it the agent's other probes of the endpoint hold off ([`Lane::holds_off`]),
+//!   so the agent itself does not keep the server warm.
+//! - **Restarts.** A loading answer, a server that accepts connections again after
+//!   refusing them, a changed model identity or a server that says it loaded the model
+//!   for a request: each starts the endpoint's warm-up ([`Lane::after_run`]).
+//!
+//! Lanes outlive reloads ([`Lanes`] is kept by the agent's `BuildContext`), so a rebuilt
+//! probe keeps its endpoint's idle time and restart.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::outcome::{FailureReason, Observation, Warmup};
+
+/// A server's own load time above this means it loaded the model for the request (a
+/// warm Ollama says a few milliseconds; a load takes seconds).
+pub const LOAD_MEANS_COLD: Duration = Duration::from_secs(1);
+
+/// Every lane of an agent, by endpoint.
+#[derive(Debug, Default)]
+pub struct Lanes {
+    lanes: Mutex<HashMap<String, Arc<Lane>>>,
+}
+
+impl Lanes {
+    /// The lane of `url`'s endpoint, made at its first use.
+    pub fn lane(&self, url: &http::Uri) -> Arc<Lane> {
+        let key = lane_key(url);
+        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        lanes
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(Lane::new(key)))
+            .clone()
+    }
+}
+
+/// What makes two probes' endpoints one: the scheme, the host (as written, in lower
+/// case) and the port (the scheme's default when the URL has none).
+pub fn lane_key(url: &http::Uri) -> String {
+    let scheme = url.scheme_str().unwrap_or("http");
+    let port = url.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+    let host = url.host().unwrap_or_default().to_ascii_lowercase();
+    format!("{scheme}://{host}:{port}")
+}
+
+/// One endpoint, as this agent uses it.
+#[derive(Debug)]
+pub struct Lane {
+    key: String,
+    /// Held by a run of a probe that takes turns, from before its request to after its
+    /// identity ask; tokio's lock is fair, so probes come in the order they asked.
+    turn: tokio::sync::Mutex<()>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// When the lane was made (the agent's start, for its endpoints).
+    opened: Instant,
+    /// When the last request to the endpoint ended.
+    last_end: Option<Instant>,
+    /// Requests in flight (more than one only for probes that overlap).
+    in_flight: u32,
+    /// Cold probes' coming runs, each keeping the endpoint quiet before it.
+    quiet: Vec<Quiet>,
+    restarts: Restarts,
+}
+
+/// A cold run to come: from `from` the other probes hold off, until the run begins or
+/// `until` passes (a probe removed before its run holds nobody off for long).
+#[derive(Debug, Clone, Copy)]
+struct Quiet {
+    holder: u64,
+    from: Instant,
+    tick: Instant,
+    until: Instant,
+}
+
+/// What the endpoint's answers said of restarts.
+#[derive(Debug, Default)]
+struct Restarts {
+    /// The last restart seen: when (monotonic, for windows) and what showed it.
+    last: Option<(Instant, Warmup)>,
+    /// Whether a run succeeded since: until one has, loading answers are the same
+    /// restart, not new ones.
+    served_since: bool,
+    /// Whether the last run could not connect.
+    unreachable: bool,
+    /// The identity digest each probe saw last: probes of one server ask different
+    /// things of it (one kind's `/v1/models`, another's `/api/ps`).
+    digests: HashMap<Arc<str>, String>,
+}
+
+/// A request in flight on a lane; its drop is the end of the request (the endpoint's
+/// idle time starts again), however the run ended.
+#[derive(Debug)]
+pub struct Active<'a> {
+    lane: &'a Lane,
+    /// How long the endpoint had been idle before this request.
+    pub idle: Duration,
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        let mut s = self.lane.state();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        s.last_end = Some(Instant::now());
+    }
+}
+
+impl Lane {
+    fn new(key: String) -> Self {
+        Lane {
+            key,
+            turn: tokio::sync::Mutex::new(()),
+            state: Mutex::new(State {
+                opened: Instant::now(),
+                last_end: None,
+                in_flight: 0,
+                quiet: Vec::new(),
+                restarts: Restarts::default(),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `scheme://host:port`.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Waits until no other run that takes turns is using the endpoint.
+    pub async fn turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.turn.lock().await
+    }
+
+    /// How long the endpoint has been idle at `now`: since the last request ended, or
+    /// since the lane was made; zero while a request is in flight.
+    pub fn idle(&self, now: Instant) -> Duration {
+        let s = self.state();
+        if s.in_flight > 0 {
+            return Duration::ZERO;
+        }
+        now.saturating_duration_since(s.last_end.unwrap_or(s.opened))
+    }
+
+    /// A request of `holder` starts: its idle time before, and its cold-run quiet is
+    /// over (that of its ticks up to now).
+    pub fn begin(&self, holder: u64) -> Active<'_> {
+        let now = Instant::now();
+        let idle = self.idle(now);
+        let mut s = self.state();
+        s.in_flight += 1;
+        s.quiet.retain(|q| !(q.holder == holder && q.tick <= now));
+        Active { lane: self, idle }
+    }
+
+    /// A cold probe's next run at `tick`: the endpoint is to be quiet for `idle` before
+    /// it; the hold ends when that run begins, or at the latest `slack` after the tick.
+    pub fn reserve(&self, holder: u64, tick: Instant, idle: Duration, slack: Duration) {
+        let mut s = self.state();
+        s.quiet.retain(|q| !(q.holder == holder && q.tick == tick));
+        s.quiet.push(Quiet {
+            holder,
+            from: tick.checked_sub(idle).unwrap_or(tick),
+            tick,
+            until: tick + slack,
+        });
+    }
+
+    /// Drops every hold of `holder` (a cold probe that is gone).
+    pub fn forget(&self, holder: u64) {
+        self.state().quiet.retain(|q| q.holder != holder);
+    }
+
+    /// Whether a run of `holder` must not go now: another probe's cold run is due and
+    /// the endpoint is being kept quiet for it.
+    pub fn holds_off(&self, holder: u64, now: Instant) -> bool {
+        let mut s = self.state();
+        s.quiet.retain(|q| q.until > now);
+        s.quiet.iter().any(|q| q.holder != holder && q.from <= now)
+    }
+
+    /// Reads a finished run of `probe` for a restart of the endpoint and says the last
+    /// restart seen, with its monotonic instant. `begun` and `started_at` are the run's
+    /// start.
+    pub fn after_run(
+        &self,
+        probe: &Arc<str>,
+        observation: &Observation,
+        begun: Instant,
+        started_at: SystemTime,
+    ) -> Option<(Instant, Warmup)> {
+        let mut s = self.state();
+        let r = &mut s.restarts;
+        let seen = |cause: String, r: &mut Restarts| {
+            r.last = Some((
+                begun,
+                Warmup {
+                    since: started_at,
+                    cause,
+                },
+            ));
+        };
+        match observation.failure().map(|f| f.reason) {
+            Some(FailureReason::Loading) => {
+                // One restart however many loading answers it gives.
+                if r.last.is_none() || r.served_since {
+                    seen("the server answered that it is loading the model".into(), r);
+                    r.served_since = false;
+                }
+            }
+            Some(FailureReason::Connect) => r.unreachable = true,
+            Some(_) => {}
+            None => {
+                if std::mem::take(&mut r.unreachable) {
+                    seen(
+                        "the endpoint accepts connections again after refusing them".into(),
+                        r,
+                    );
+                }
+                if let Some(identity) = &observation.served.identity {
+                    let before = r.digests.insert(probe.clone(), identity.digest.clone());
+                    if before.is_some_and(|d| d != identity.digest) {
+                        seen(format!("the served model changed to {}", identity.summary), r);
+                    }
+                }
+                if let Some((_, load)) = observation
+                    .server_reported
+                    .iter()
+                    .find(|(stage, d)| *stage == "load" && *d >= LOAD_MEANS_COLD)
+                {
+                    seen(
+                        format!(
+                            "the server loaded the model for this request ({})",
+                            crate::human::seconds(load.as_secs_f64())
+                        ),
+                        r,
+                    );
+                }
+                r.served_since = true;
+            }
+        }
+        r.last.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{Failure, ModelIdentity};
+
+    fn lane() -> Arc<Lane> {
+        Lanes::default().lane(&"http://Host.example:8080/v1/chat/completions".parse().unwrap())
+    }
+
+    #[test]
+    fn one_server_is_one_lane_whatever_the_path() {
+        let lanes = Lanes::default();
+        let a = lanes.lane(&"http://h:8080/v1/chat/completions".parse().unwrap());
+        let b = lanes.lane(&"http://H:8080/v1/completions?x=1".parse().unwrap());
+        let c = lanes.lane(&"http://h:8081/v1/completions".parse().unwrap());
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(
+            lane_key(&"https://api.example.com/v1".parse().unwrap()),
+            "https://api.example.com:443"
+        );
+    }
+
+    #[test]
+    fn the_idle_time_runs_from_the_last_request_and_stops_while_one_is_in_flight() {
+        let lane = lane();
+        let first = lane.begin(1);
+        assert!(first.idle < Duration::from_secs(1));
+        // Another probe that overlaps: the endpoint was not idle at all.
+        let second = lane.begin(2);
+        assert_eq!(second.idle, Duration::ZERO);
+        drop(first);
+        drop(second);
+        std::thread::sleep(Duration::from_millis(20));
+        let third = lane.begin(1);
+        assert!(third.idle >= Duration::from_millis(20), "{:?}", third.idle);
+    }
+
+    #[test]
+    fn a_cold_run_holds_the_others_off_from_its_idle_window_until_it_begins() {
+        let lane = lane();
+        let now = Instant::now();
+        let tick = now + Duration::from_secs(600);
+        lane.reserve(7, tick, Duration::from_secs(360), Duration::from_secs(30));
+        // Before the window: nobody is held.
+        assert!(!lane.holds_off(1, now));
+        assert!(!lane.holds_off(1, tick - Duration::from_secs(361)));
+        // In it: the others are, the cold probe itself is not.
+        assert!(lane.holds_off(1, tick - Duration::from_secs(359)));
+        assert!(!lane.holds_off(7, tick - Duration::from_secs(10)));
+        // A hold whose run never came ends by itself.
+        assert!(!lane.holds_off(1, tick + Duration::from_secs(31)));
+        // The run's begin ends the hold.
+        lane.reserve(7, now, Duration::from_secs(5), Duration::from_secs(30));
+        assert!(lane.holds_off(1, now));
+        drop(lane.begin(7));
+        assert!(!lane.holds_off(1, now));
+        // A removed cold probe holds nobody.
+        lane.reserve(7, now, Duration::from_secs(5), Duration::from_secs(30));
+        lane.forget(7);
+        assert!(!lane.holds_off(1, now));
+    }
+
+    fn run(result: Result<(), FailureReason>) -> Observation {
+        let mut o = Observation::new(Instant::now());
+        o.result = result.map_err(|r| Failure::new(r, "x"));
+        o
+    }
+
+    #[test]
+    fn loading_answers_and_a_server_back_after_refusing_are_restarts() {
+        let lane = lane();
+        let p: Arc<str> = "chat".into();
+        let at = SystemTime::now();
+        assert!(lane.after_run(&p, &run(Ok(())), Instant::now(), at).is_none());
+        // Refused, then back: a restart, dated at the first good run.
+        assert!(
+            lane.after_run(&p, &run(Err(FailureReason::Connect)), Instant::now(), at)
+                .is_none()
+        );
+        let back = SystemTime::now();
+        let (_, w) = lane.after_run(&p, &run(Ok(())), Instant::now(), back).unwrap();
+        assert_eq!(w.since, back);
+        assert!(w.cause.contains("accepts connections again"), "{}", w.cause);
+        // Loading twice is one restart; loading after a good run is another.
+        let t1 = SystemTime::now();
+        let (_, w1) = lane
+            .after_run(&p, &run(Err(FailureReason::Loading)), Instant::now(), t1)
+            .unwrap();
+        assert_eq!(w1.since, t1);
+        let (_, again) = lane
+            .after_run(
+                &p,
+                &run(Err(FailureReason::Loading)),
+                Instant::now(),
+                SystemTime::now(),
+            )
+            .unwrap();
+        assert_eq!(again.since, t1);
+        lane.after_run(&p, &run(Ok(())), Instant::now(), SystemTime::now());
+        let t2 = SystemTime::now() + Duration::from_secs(1);
+        let (_, w2) = lane
+            .after_run(&p, &run(Err(FailureReason::Loading)), Instant::now(), t2)
+            .unwrap();
+        assert_eq!(w2.since, t2);
+        // Other failures say nothing of a restart.
+        let (_, same) = lane
+            .after_run(
+                &p,
+                &run(Err(FailureReason::Http5xx)),
+                Instant::now(),
+                SystemTime::now(),
+            )
+            .unwrap();
+        assert_eq!(same.since, t2);
+    }
+
+    #[test]
+    fn a_new_model_identity_and_a_long_server_load_are_restarts() {
+        let lane = lane();
+        let p: Arc<str> = "chat".into();
+        let with = |digest: &str, load: Duration| {
+            let mut o = run(Ok(()));
+            o.served.identity = Some(Arc::new(ModelIdentity {
+                digest: digest.into(),
+                summary: format!("model {digest}"),
+                served_model: String::new(),
+                fingerprint: String::new(),
+            }));
+            o.server_reported.push(("load", load));
+            o
+        };
+        // The first identity is no change; a warm Ollama's few ms of load is no load.
+        assert!(
+            lane.after_run(
+                &p,
+                &with("a", Duration::from_millis(4)),
+                Instant::now(),
+                SystemTime::now()
+            )
+            .is_none()
+        );
+        let (_, w) = lane
+            .after_run(
+                &p,
+                &with("b", Duration::from_millis(4)),
+                Instant::now(),
+                SystemTime::now(),
+            )
+            .unwrap();
+        assert_eq!(w.cause, "the served model changed to model b");
+        let (_, w) = lane
+            .after_run(
+                &p,
+                &with("b", Duration::from_millis(3200)),
+                Instant::now(),
+                SystemTime::now(),
+            )
+            .unwrap();
+        assert_eq!(w.cause, "the server loaded the model for this request (3.20 s)");
+    }
+}
