@@ -758,3 +758,102 @@ fn a_resolved_page_says_what_recovered_and_for_how_long() {
     // The firing text is kept below, for what it was.
     assert!(a.description.contains("runs in a row)."), "{}", a.description);
 }
+
+impl Harness {
+    /// One run of `run`, changed by `with` first (a burst, a warm-up).
+    fn run_with(&mut self, run: Run, with: impl FnOnce(&mut Outcome)) -> Vec<Notification> {
+        self.now += STEP;
+        let mut o = outcome(&self.probe, run, self.now);
+        with(&mut o);
+        self.alerting.observe(&o, self.now).notifications
+    }
+}
+
+/// A burst of four whose first tokens came `ms` apart after 50 ms.
+fn burst(step_ms: u64) -> Box<crate::outcome::Burst> {
+    let t = |ms: u64| {
+        Some(crate::outcome::Timing {
+            ttft: Some(Duration::from_millis(ms)),
+            total: Duration::from_millis(ms + 150),
+        })
+    };
+    Box::new(crate::outcome::Burst {
+        alone: t(50),
+        requests: (0..4).map(|i| t(50 + i * step_ms)).collect(),
+    })
+}
+
+#[test]
+fn a_burst_spread_wider_than_its_target_degrades_and_a_tight_one_resolves() {
+    let target = Slo {
+        burst_spread_pct: Some(50),
+        ..slo(None, None)
+    };
+    let mut h = Harness::new(alert_config(), target);
+    // One slot: 50, 250, 450, 650 ms (64 %); three such bursts fire.
+    let queued = |o: &mut Outcome| o.burst = Some(burst(200));
+    assert!(h.run_with(Ok, queued).is_empty());
+    assert!(h.run_with(Ok, queued).is_empty());
+    let fired = h.run_with(Ok, queued);
+    assert_eq!(events(&fired), [(AlertEvent::Firing, Condition::Degraded)]);
+    assert!(
+        fired[0].alert.summary.contains(
+            "a burst of 4's first-token times spread 64 % of their mean (target 50 %): requests queue"
+        ),
+        "{}",
+        fired[0].alert.summary
+    );
+    // Four slots: within 5 ms of each other.
+    let together = |o: &mut Outcome| o.burst = Some(burst(2));
+    assert!(h.run_with(Ok, together).is_empty());
+    assert_eq!(
+        events(&h.run_with(Ok, together)),
+        [(AlertEvent::Resolved, Condition::Degraded)]
+    );
+}
+
+#[test]
+fn warmup_grace_holds_a_warming_servers_failures_but_not_its_errors() {
+    let warmup = |o: &mut Outcome| {
+        o.conditions.warmup = Some(crate::outcome::Warmup {
+            since: UNIX_EPOCH,
+            cause: "the server answered that it is loading the model".into(),
+        })
+    };
+    let graced = AlertConfig {
+        warmup_grace: true,
+        ..alert_config()
+    };
+    let mut h = Harness::new(graced.clone(), slo(None, None));
+    for _ in 0..6 {
+        assert!(h.run_with(Fail(FailureReason::Loading), warmup).is_empty());
+        assert!(
+            h.run_with(Fail(FailureReason::TimeoutFirstToken), warmup)
+                .is_empty()
+        );
+    }
+    // A server that refuses or fails in its warm-up is still paged about.
+    let mut h = Harness::new(graced, slo(None, None));
+    let notes: Vec<_> = (0..3)
+        .flat_map(|_| h.run_with(Fail(FailureReason::Http5xx), warmup))
+        .collect();
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Down)]);
+    // Without grace, loading is down like any failure.
+    let mut h = Harness::new(alert_config(), slo(None, None));
+    let notes: Vec<_> = (0..3)
+        .flat_map(|_| h.run_with(Fail(FailureReason::Loading), warmup))
+        .collect();
+    assert_eq!(events(&notes), [(AlertEvent::Firing, Condition::Down)]);
+    // Out of the warm-up, grace or not, loading pages.
+    let mut h = Harness::new(
+        AlertConfig {
+            warmup_grace: true,
+            ..alert_config()
+        },
+        slo(None, None),
+    );
+    assert_eq!(
+        events(&h.runs(&[Fail(FailureReason::Loading); 3])),
+        [(AlertEvent::Firing, Condition::Down)]
+    );
+}

@@ -186,6 +186,12 @@ impl SimRecord {
         t.map(|t| (t - self.received).as_secs_f64() * 1000.0)
     }
 
+    /// From the request to its first token, ms: a wait for a slot and a model load
+    /// included, as a client sees it.
+    pub fn ttft_ms(&self) -> Option<f64> {
+        self.ms(self.first_token_written)
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "id": self.id,

@@ -58,5 +58,6 @@ mod shutdown;
 mod status_page;
 mod tls;
 mod traces;
+mod traffic;
 mod vision;
 mod web_config;

@@ -1,0 +1,382 @@
+//! How probes meet their endpoint (issue 29), against the built-in simulator playing a
+//! server with few slots (`--slots`), a model that unloads when idle (`--cold-after`)
+//! and one that is still loading (503 `Loading model`): probes of one endpoint never
+//! run at once in an agent, in `once` or across listed regions; a cold probe finds the
+//! endpoint idle because the agent holds its other probes off; a burst on one slot
+//! spreads and raises the degraded alert, on four it does not; a loading server opens
+//! a warm-up whose grace keeps it from paging. The same against real llama.cpp servers
+//! is in traffic_real.rs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use inferprobe::simulate::{Script, SimRecord};
+
+use crate::support::{
+    Daemon, answering_server, http_get, metric_sum, reply, simulator, temp_dir, wait_until,
+};
+
+/// A server whose answers take about 150 ms to the first token and 200 ms in all.
+fn one_request_is_200ms(slots: u32) -> Script {
+    Script {
+        ttft: Duration::from_millis(150),
+        token_gap: Duration::from_millis(6),
+        tokens: 8,
+        slots,
+        ..Script::default()
+    }
+}
+
+/// Pairs of the simulator's requests that were served at the same time.
+fn overlapping(records: &[SimRecord]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for (i, a) in records.iter().enumerate() {
+        for b in &records[i + 1..] {
+            let (Some(a_end), Some(b_end)) = (a.done_written, b.done_written) else {
+                continue;
+            };
+            if a.received < b_end && b.received < a_end {
+                out.push((a.id, b.id));
+            }
+        }
+    }
+    out
+}
+
+fn start_agent(tag: &str, yaml: &str) -> Daemon {
+    let dir = temp_dir(tag);
+    let path = dir.join("probes.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    Daemon::start(&path, &[])
+}
+
+/// The agent's last run of `probe`, as the API shows it.
+fn last_run(agent: &Daemon, probe: &str) -> serde_json::Value {
+    let (_, _, body) = http_get(&agent.addr, &format!("/api/v1/probes/{probe}"), None);
+    serde_json::from_str::<serde_json::Value>(&body).unwrap()["last_run"].clone()
+}
+
+fn runs(agent: &Daemon, probe: &str) -> f64 {
+    metric_sum(
+        &agent.metrics(),
+        "inferprobe_runs_total",
+        &[&format!("probe=\"{probe}\"")],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn probes_of_one_endpoint_take_turns_in_the_agent_even_when_their_ticks_coincide() {
+    let sim = simulator(one_request_is_200ms(1)).await;
+    // Both on a cron schedule firing every second, at the same instants: only the turns
+    // keep them apart.
+    let probe = |name: &str, path: &str| {
+        format!(
+            "  - {{name: {name}, kind: openai_chat, url: \"http://{}{path}\", model: m, schedule: \"* * * * * *\", timeout: 900ms}}\n",
+            sim.addr
+        )
+    };
+    let agent = start_agent(
+        "turns-cron",
+        &format!(
+            "agent: {{location: t}}\nprobes:\n{}{}",
+            probe("a", "/v1/chat/completions"),
+            probe("b", "/v1/chat/completions?x=1")
+        ),
+    );
+    wait_until("four runs of each", Duration::from_secs(20), || {
+        runs(&agent, "a") >= 4.0 && runs(&agent, "b") >= 4.0
+    });
+    let records = sim.log.records();
+    assert!(records.len() >= 8, "{}", records.len());
+    assert_eq!(overlapping(&records), [], "requests served at once");
+    // Nobody queued in the server's one slot: each TTFT is the server's own.
+    for r in &records {
+        let wait = r.started - r.received;
+        assert!(
+            wait < Duration::from_millis(5),
+            "request {} waited {wait:?} for the slot",
+            r.id
+        );
+    }
+    // One of each pair waited its turn, and says so.
+    let waited: Vec<f64> = ["a", "b"]
+        .iter()
+        .map(|p| last_run(&agent, p)["waited_seconds"].as_f64().unwrap())
+        .collect();
+    assert!(waited.iter().any(|w| *w > 0.1), "{waited:?}");
+    for p in ["a", "b"] {
+        let ttft = last_run(&agent, p)["ttft_seconds"].as_f64().unwrap();
+        assert!(ttft < 0.3, "{p}: TTFT {ttft} s: it measured another probe's turn");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn once_runs_the_probes_of_one_endpoint_one_after_another_unless_they_overlap() {
+    let sim = simulator(one_request_is_200ms(1)).await;
+    let dir = temp_dir("turns-once");
+    let path = dir.join("probes.yaml");
+    let yaml = |overlap: bool| {
+        let mut y = String::from("probes:\n");
+        for name in ["a", "b", "c"] {
+            y.push_str(&format!(
+                "  - {{name: {name}, kind: openai_chat, url: \"http://{}/v1/chat/completions\", model: m, overlap: {overlap}}}\n",
+                sim.addr
+            ));
+        }
+        y
+    };
+    let once = |yaml: String| {
+        std::fs::write(&path, yaml).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+            .args(["once", "--format", "json", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let taking_turns = once(yaml(false));
+    let served = sim.log.records();
+    assert_eq!(served.len(), 3);
+    assert_eq!(overlapping(&served), []);
+    for run in &taking_turns {
+        assert!(run["ttft_seconds"].as_f64().unwrap() < 0.3, "{run}");
+    }
+    // The check can fail: probes that overlap queue in the one slot.
+    let overlapping_runs = once(yaml(true));
+    let served: Vec<SimRecord> = sim.log.records().into_iter().skip(3).collect();
+    assert!(!overlapping(&served).is_empty(), "{served:?}");
+    let slowest = overlapping_runs
+        .iter()
+        .map(|r| r["ttft_seconds"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(slowest > 0.3, "{overlapping_runs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listed_regions_probe_a_one_slot_server_in_turns_of_their_own() {
+    let _heavy = crate::support::heavy();
+    let sim = simulator(one_request_is_200ms(1)).await;
+    let config = |location: &str| {
+        format!(
+            "agent: {{location: {location}, locations: [eu, us]}}\nprobes:\n  - {{name: chat, kind: openai_chat, url: \"http://{0}/v1/chat/completions\", model: m, interval: 2s}}\n  - {{name: completions, kind: openai_completions, url: \"http://{0}/v1/completions\", model: m, interval: 2s}}\n",
+            sim.addr
+        )
+    };
+    let eu = start_agent("regions-eu", &config("eu"));
+    let us = start_agent("regions-us", &config("us"));
+    wait_until(
+        "three runs of each probe in each region",
+        Duration::from_secs(20),
+        || {
+            [&eu, &us]
+                .iter()
+                .all(|a| runs(a, "chat") >= 3.0 && runs(a, "completions") >= 3.0)
+        },
+    );
+    let records = sim.log.records();
+    assert!(records.len() >= 12, "{}", records.len());
+    assert_eq!(overlapping(&records), [], "two regions' requests served at once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_probe_finds_the_endpoint_idle_and_holds_the_others_off() {
+    // The model unloads after 1.5 s idle and takes 400 ms to load again.
+    let sim = simulator(Script {
+        cold_after: Some(Duration::from_millis(1500)),
+        cold_load: Duration::from_millis(400),
+        ..one_request_is_200ms(0)
+    })
+    .await;
+    let agent = start_agent(
+        "cold",
+        &format!(
+            "agent: {{location: t}}\nprobes:\n  - {{name: warm, kind: openai_completions, url: \"http://{0}/v1/completions\", model: m, interval: 1s, timeout: 900ms}}\n  - {{name: cold, kind: openai_chat, url: \"http://{0}/v1/chat/completions\", model: m, interval: 6s, timeout: 2s, cold: {{idle: 2s}}}}\n",
+            sim.addr
+        ),
+    );
+    wait_until("two cold runs", Duration::from_secs(30), || {
+        runs(&agent, "cold") >= 2.0
+    });
+    // The server's log: before each cold request, 2 s without any request.
+    let records = sim.log.records();
+    let cold: Vec<&SimRecord> = records
+        .iter()
+        .filter(|r| r.path == "/v1/chat/completions")
+        .collect();
+    assert!(cold.len() >= 2);
+    for c in &cold {
+        let last_before = records
+            .iter()
+            .filter(|r| r.id != c.id && r.received < c.received)
+            .filter_map(|r| r.done_written)
+            .max()
+            .expect("warm runs came first");
+        let quiet = c.received - last_before;
+        assert!(
+            quiet >= Duration::from_millis(1950),
+            "only {quiet:?} of quiet before cold run {}",
+            c.id
+        );
+        // The model had unloaded, as the agent's own warm probe would never have let it.
+        assert!(c.ttft_ms().unwrap() >= 500.0, "{:?}", c.ttft_ms());
+    }
+    let warm_ttfts: Vec<f64> = records
+        .iter()
+        .filter(|r| r.path == "/v1/completions")
+        .filter_map(SimRecord::ttft_ms)
+        .collect();
+    assert!(warm_ttfts.iter().filter(|t| **t < 300.0).count() * 2 > warm_ttfts.len());
+    // The agent says which runs were cold, and counts the warm probe's held ticks.
+    let run = last_run(&agent, "cold");
+    assert_eq!(run["start"], "cold", "{run}");
+    assert!(run["idle_seconds"].as_f64().unwrap() >= 2.0, "{run}");
+    assert!(run["ttft_seconds"].as_f64().unwrap() >= 0.5, "{run}");
+    assert_eq!(last_run(&agent, "warm")["start"], "warm");
+    let m = agent.metrics();
+    assert!(
+        metric_sum(&m, "inferprobe_runs_total", &["probe=\"cold\"", "start=\"cold\""]) >= 2.0,
+        "{m}"
+    );
+    assert_eq!(
+        metric_sum(&m, "inferprobe_runs_total", &["probe=\"warm\"", "start=\"cold\""]),
+        0.0
+    );
+    assert!(
+        metric_sum(&m, "inferprobe_held_runs_total", &["probe=\"warm\""]) >= 2.0,
+        "{m}"
+    );
+    assert!(m.contains("inferprobe_ttft_seconds_bucket{probe=\"cold\""), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_on_one_slot_spreads_and_raises_the_degraded_alert_and_on_four_it_does_not() {
+    let _heavy = crate::support::heavy();
+    // The first token after 50 ms, the answer in 200 ms: on one slot, four requests at
+    // once get theirs after 50, 250, 450 and 650 ms (a spread of 64 %).
+    let script = |slots| Script {
+        ttft: Duration::from_millis(50),
+        token_gap: Duration::from_millis(10),
+        tokens: 15,
+        slots,
+        ..Script::default()
+    };
+    let one = simulator(script(1)).await;
+    let four = simulator(script(4)).await;
+    let probe = |name: &str, addr: std::net::SocketAddr| {
+        format!(
+            "  - {{name: {name}, kind: openai_chat, url: \"http://{addr}/v1/chat/completions\", model: m, interval: 4s, burst: 4, slo: {{burst_spread: 50}}, alert: {{failure_threshold: 2}}}}\n"
+        )
+    };
+    let agent = start_agent(
+        "burst",
+        &format!(
+            "agent: {{location: t}}\nprobes:\n{}{}",
+            probe("one-slot", one.addr),
+            probe("four-slots", four.addr)
+        ),
+    );
+    let alerts = || -> Vec<serde_json::Value> {
+        let (_, _, body) = http_get(&agent.addr, "/api/v1/alerts", None);
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["alerts"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    wait_until(
+        "the one-slot burst's degraded alert",
+        Duration::from_secs(30),
+        || {
+            alerts()
+                .iter()
+                .any(|a| a["probe"] == "one-slot" && a["state"] == "firing")
+        },
+    );
+    wait_until("three bursts on four slots", Duration::from_secs(20), || {
+        runs(&agent, "four-slots") >= 3.0
+    });
+    let firing = alerts();
+    let a = firing.iter().find(|a| a["probe"] == "one-slot").unwrap();
+    assert_eq!(a["alertname"], "InferenceEndpointDegraded", "{a}");
+    assert!(a["summary"].as_str().unwrap().contains("requests queue"), "{a}");
+    assert!(!firing.iter().any(|a| a["probe"] == "four-slots"), "{firing:?}");
+
+    let m = agent.metrics();
+    let spread = |p: &str| metric_sum(&m, "inferprobe_burst_spread_ratio", &[&format!("probe=\"{p}\"")]);
+    assert!(spread("one-slot") > 0.5, "{m}");
+    assert!(spread("four-slots") < 0.2, "{m}");
+    let slowdown = metric_sum(&m, "inferprobe_burst_slowdown_ratio", &["probe=\"one-slot\""]);
+    assert!(slowdown > 1.8, "{slowdown}");
+    let run = last_run(&agent, "one-slot");
+    assert_eq!(run["burst"]["requests"].as_array().unwrap().len(), 4, "{run}");
+    assert_eq!(run["burst"]["by"], "ttft");
+    // Five requests a run: one alone, then four together.
+    assert_eq!(one.log.records().len() % 5, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loading_server_opens_a_warmup_and_grace_keeps_it_from_paging() {
+    let loading = Arc::new(AtomicBool::new(true));
+    let state = loading.clone();
+    let server = answering_server(move |_| {
+        if state.load(Ordering::SeqCst) {
+            reply(
+                503,
+                r#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#,
+            )
+        } else {
+            reply(200, r#"{"status":"ok"}"#)
+        }
+    });
+    let probe = |name: &str, grace: bool| {
+        format!(
+            "  - {{name: {name}, kind: http, url: \"http://{server}/health?p={name}\", interval: 1s, overlap: true, warmup: 1m, alert: {{failure_threshold: 2, warmup_grace: {grace}}}}}\n"
+        )
+    };
+    let agent = start_agent(
+        "loading",
+        &format!(
+            "agent: {{location: t}}\nprobes:\n{}{}",
+            probe("graced", true),
+            probe("plain", false)
+        ),
+    );
+    wait_until("four loading runs of each", Duration::from_secs(20), || {
+        runs(&agent, "graced") >= 4.0 && runs(&agent, "plain") >= 4.0
+    });
+    let run = last_run(&agent, "graced");
+    assert_eq!(run["reason"], "loading", "{run}");
+    assert!(
+        run["warmup"]["cause"]
+            .as_str()
+            .unwrap()
+            .contains("loading the model"),
+        "{run}"
+    );
+    let (_, _, body) = http_get(&agent.addr, "/api/v1/alerts", None);
+    let alerts: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let down = |p: &str| {
+        alerts["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["probe"] == p && a["alertname"] == "InferenceEndpointDown")
+    };
+    // The same answers page without grace and do not with it.
+    assert!(down("plain"), "{alerts}");
+    assert!(!down("graced"), "{alerts}");
+    loading.store(false, Ordering::SeqCst);
+    wait_until("a good run", Duration::from_secs(10), || {
+        last_run(&agent, "graced")["success"] == true
+    });
+    let m = agent.metrics();
+    assert_eq!(
+        metric_sum(&m, "inferprobe_endpoint_restarts_total", &["probe=\"graced\""]),
+        1.0,
+        "{m}"
+    );
+}
