@@ -346,6 +346,14 @@ impl Agent {
             .collect();
         // Unchanged probes whose endpoint gained or lost a probe take their new slot:
         // the same built probe, put back on the grid at its new phase.
+        let locations = &config.agent.locations;
+        if !locations.is_empty() && !locations.iter().any(|l| **l == *self.location) {
+            tracing::warn!(
+                location = %self.location,
+                locations = %locations.join(", "),
+                "agent.locations does not list this agent's location: its part of each slot comes from its name, and it may probe a server at the same moment as a listed region."
+            );
+        }
         let phases = phases(config, &self.location);
         let moved: Vec<Scheduled<ReadyProbe>> = self
             .probes

@@ -380,3 +380,47 @@ async fn a_loading_server_opens_a_warmup_and_grace_keeps_it_from_paging() {
         "{m}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_probe_added_to_an_endpoint_by_a_reload_moves_the_others_to_new_slots() {
+    let sim = simulator(one_request_is_200ms(1)).await;
+    let probe = |name: &str| {
+        format!(
+            "  - {{name: {name}, kind: openai_chat, url: \"http://{}/v1/chat/completions\", model: m, interval: 2s}}\n",
+            sim.addr
+        )
+    };
+    let dir = temp_dir("turns-reload");
+    let path = dir.join("probes.yaml");
+    std::fs::write(&path, format!("agent: {{location: t}}\nprobes:\n{}", probe("a"))).unwrap();
+    let mut agent = Daemon::start(&path, &[]);
+    wait_until("a first run", Duration::from_secs(10), || {
+        runs(&agent, "a") >= 1.0
+    });
+    std::fs::write(
+        &path,
+        format!("agent: {{location: t}}\nprobes:\n{}{}", probe("a"), probe("b")),
+    )
+    .unwrap();
+    agent.signal("HUP");
+    let line = agent.wait_for_log("Configuration reloaded.", Duration::from_secs(10));
+    assert!(
+        line.contains("\"added\":1") && line.contains("\"unchanged\":1"),
+        "{line}"
+    );
+    let before = runs(&agent, "a");
+    let served_before = sim.log.records().len();
+    // Both go on, the moved one's runs still counted, in slots of their own.
+    wait_until("three more runs of each", Duration::from_secs(20), || {
+        runs(&agent, "a") >= before + 3.0 && runs(&agent, "b") >= 3.0
+    });
+    let after: Vec<SimRecord> = sim.log.records().into_iter().skip(served_before).collect();
+    assert_eq!(overlapping(&after), []);
+    for r in &after {
+        assert!(
+            r.started - r.received < Duration::from_millis(5),
+            "request {} queued",
+            r.id
+        );
+    }
+}
