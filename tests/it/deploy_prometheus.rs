@@ -182,9 +182,13 @@ fn every_rule_has_unit_tests_and_every_alert_the_labels_routing_needs() {
             problems.push(format!("{file}: {alert} has no `for:`"));
         }
         // Alertmanager routes and inhibits on `probe`: every endpoint alert keeps it,
-        // aggregating by it or reading the per-probe recording rules.
+        // aggregating by it or reading the per-probe (or per probe and location) recording
+        // rules.
         let expr = rule["expr"].as_str().unwrap();
-        if alert.starts_with("Inference") && !expr.contains("by (probe") && !expr.contains("probe:") {
+        let keeps_probe = ["by (probe", "probe:", "probe_location:"]
+            .iter()
+            .any(|way| expr.contains(way));
+        if alert.starts_with("Inference") && !keeps_probe {
             problems.push(format!("{file}: {alert} does not keep the probe label"));
         }
     }
@@ -408,9 +412,9 @@ fn classic_series(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
     series
 }
 
-/// Recording rule name -> the labels its expression keeps: its grouping labels, or, for a
-/// rule that does not aggregate (`avg_over_time(other:rule[1h])`), those of the recorded
-/// series it reads.
+/// Recording rule name -> the labels its series carry: its expression's grouping labels,
+/// or, for a rule that does not aggregate (`avg_over_time(other:rule[1h])`), those of the
+/// recorded series it reads; and the rule's own `labels:`.
 fn recorded() -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (_, rule) in rules() {
@@ -418,7 +422,7 @@ fn recorded() -> BTreeMap<String, BTreeSet<String>> {
             continue;
         };
         let refs = scan_promql(rule["expr"].as_str().unwrap());
-        let labels = if refs.grouping.is_empty() {
+        let mut labels: BTreeSet<String> = if refs.grouping.is_empty() {
             // Rules are listed in evaluation order: what it reads is recorded before it.
             refs.selectors
                 .iter()
@@ -429,7 +433,15 @@ fn recorded() -> BTreeMap<String, BTreeSet<String>> {
         } else {
             refs.grouping
         };
-        out.insert(name.to_owned(), labels);
+        labels.extend(
+            rule["labels"]
+                .as_mapping()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, _)| k.as_str().map(str::to_owned)),
+        );
+        // One name may be recorded by several rules (one per `labels:` value).
+        out.entry(name.to_owned()).or_default().extend(labels);
     }
     out
 }
