@@ -22,11 +22,13 @@ use crate::time_zone::TimeZone;
 mod changes;
 mod chart;
 mod html;
+pub mod p95_change;
 pub mod prometheus;
 mod tokens;
 pub mod trend;
 pub mod verdict;
 pub use changes::ChangeFigures;
+pub use p95_change::{P95Change, ProbeP95};
 pub use tokens::{TokenTotals, costs_by_probe};
 pub use trend::{Point, Trend};
 pub use verdict::Verdict;
@@ -86,6 +88,9 @@ pub struct Report {
     /// Changes of the served model in the period, with figures before and after each
     /// (local store only).
     pub model_changes: Vec<ChangeFigures>,
+    /// Per probe, across locations: P95 TTFT and total over this whole period and the
+    /// previous one, for the lines under the verdicts ([`Report::p95_changes`]).
+    pub probe_p95s: Vec<ProbeP95>,
 }
 
 impl Report {
@@ -157,6 +162,12 @@ impl Report {
         verdict::verdicts(&self.rows)
     }
 
+    /// Per probe, how its P95 TTFT and total moved against the previous period, where
+    /// both periods have one.
+    pub fn p95_changes(&self) -> Vec<P95Change> {
+        p95_change::changes(&self.probe_p95s, self.length())
+    }
+
     /// Shows the report's times in `zone`.
     pub fn with_time_zone(mut self, zone: TimeZone) -> Report {
         self.time_zone = zone;
@@ -220,6 +231,7 @@ impl Report {
                 cost: None,
             });
         })?;
+        let probe_p95s = trends.probe_p95s();
         Ok(Report {
             since,
             until,
@@ -235,6 +247,7 @@ impl Report {
                 model_changes.sort_by_key(|c| c.change.at);
                 model_changes
             },
+            probe_p95s,
         })
     }
 
@@ -380,6 +393,7 @@ impl Report {
                 "probes": trends,
             },
             "model_changes": self.model_changes.iter().map(changes::to_json).collect::<Vec<_>>(),
+            "p95_changes": self.p95_changes().iter().map(P95Change::to_json).collect::<Vec<_>>(),
         })
     }
 
@@ -392,6 +406,7 @@ impl Report {
         let verdicts = self.verdicts();
         if !verdicts.is_empty() {
             let _ = writeln!(out, "## Verdict\n");
+            let moved = self.p95_changes();
             for v in &verdicts {
                 let mark = match v.outcome {
                     verdict::Outcome::Met => "✅",
@@ -399,6 +414,9 @@ impl Report {
                     _ => "–",
                 };
                 let _ = writeln!(out, "- {mark} {}", md_cell(&v.line()));
+                for c in moved.iter().filter(|c| c.probe == v.probe) {
+                    let _ = writeln!(out, "  - {}", md_cell(&c.line()));
+                }
             }
             out.push('\n');
         }

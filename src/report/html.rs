@@ -25,6 +25,7 @@ th{background:#f6f8fa} td.t,th.t{text-align:left} .note{color:#5b6470}\
 .verdict .mark{font-weight:700;margin-right:6px;white-space:nowrap}\
 .verdict.met{border-color:#1a7f37;background:#dafbe1}.verdict.met .mark{color:#116329}\
 .verdict.not_met{border-color:#cf222e;background:#ffebe9}.verdict.not_met .mark{color:#a40e26}\
+ul.moved{margin:0 0 8px;padding-left:30px}.moved .up{color:#a40e26}.moved .down{color:#116329}\
 td.met{color:#116329;background:#dafbe1;font-weight:600}td.not_met{color:#a40e26;background:#ffebe9;font-weight:700}\
 .charts{display:flex;flex-wrap:wrap;gap:12px}\
 figure{margin:0;flex:1 1 300px;max-width:360px}figcaption{font-size:12px;color:#5b6470}\
@@ -96,6 +97,7 @@ impl Report {
             return;
         }
         out.push_str("<section aria-label=Verdict><h2>Verdict</h2>");
+        let moved = self.p95_changes();
         for v in &verdicts {
             let mark = match v.outcome {
                 Outcome::Met => "✓",
@@ -111,6 +113,27 @@ impl Report {
                 esc(&v.probe),
                 esc(&v.details())
             );
+            // Up is slower: red, as a miss is; the words say it without the colour.
+            let lines: Vec<String> = moved
+                .iter()
+                .filter(|c| c.probe == v.probe)
+                .map(|c| {
+                    format!(
+                        "<li class={} data-figure={}>{}</li>",
+                        c.direction().as_str(),
+                        c.figure.as_str(),
+                        esc(&c.line())
+                    )
+                })
+                .collect();
+            if !lines.is_empty() {
+                let _ = write!(
+                    out,
+                    "<ul class=moved data-probe=\"{}\">{}</ul>",
+                    esc(&v.probe),
+                    lines.concat()
+                );
+            }
         }
         out.push_str("</section>");
     }

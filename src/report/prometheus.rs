@@ -21,7 +21,8 @@
 //! - incidents: `min by (probe, location) (inferprobe_up)` over the period (see
 //!   [`streaks`]); the failed runs and reasons of each of the longest from
 //!   `increase(inferprobe_runs_total{result="failure"})` over the incident.
-//! - the charts and where the data starts: trends.rs, the same expressions per bucket.
+//! - the charts, where the data starts and each probe's P95s over the whole period:
+//!   trends.rs, the same expressions per bucket and per probe.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -212,6 +213,7 @@ pub async fn report(
     let bucket = trend::bucket_for(len);
     let trends = trends::trends(&prom, since, until, bucket).await?;
     let data_from = trends::data_from(&prom, since, until, step).await?;
+    let probe_p95s = trends::probe_p95s(&prom, until, len).await?;
 
     Ok(Report {
         since,
@@ -225,6 +227,7 @@ pub async fn report(
         data_from,
         time_zone: TimeZone::UTC,
         model_changes: Vec::new(),
+        probe_p95s,
     })
 }
 

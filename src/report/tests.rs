@@ -82,6 +82,11 @@ fn report() -> Report {
         data_from: Some(t0 - Duration::from_secs(7 * 86_400)),
         time_zone: TimeZone::UTC,
         model_changes: Vec::new(),
+        probe_p95s: vec![ProbeP95 {
+            probe: "chat|api".into(),
+            ttft: [Some(0.48616), Some(0.412)],
+            total: [Some(2.0), None],
+        }],
     }
 }
 
@@ -142,6 +147,7 @@ fn hostile_names_stay_text_in_markdown_and_html() {
     let hostile = "x](https://evil.example) ![t](https://evil.example/p.png) <img src=x onerror=alert(1)> *b* _i_ `c` ~~s~~ &amp; \\| a\nb\r| c |";
     r.rows[0].probe = hostile.into();
     r.trends[0].probe = hostile.into();
+    r.probe_p95s[0].probe = hostile.into();
     r.incidents[0].location = hostile.into();
     let md = r.to_markdown();
     // The verdict line: one list item, the name as text.
@@ -165,11 +171,12 @@ fn hostile_names_stay_text_in_markdown_and_html() {
     }
     let html = r.to_html();
     assert!(!html.contains("<img") && html.contains("&lt;img src=x"), "{html}");
-    // In attributes too (the verdict's and the chart section's data-probe).
+    // In attributes too (the verdict's, its P95 lines' and the chart section's
+    // data-probe).
     assert_eq!(
         html.matches("data-probe=\"x](https://evil.example) ![t](https://evil.example/p.png) &lt;img")
             .count(),
-        2,
+        3,
         "{html}"
     );
 }
@@ -224,6 +231,48 @@ fn every_output_carries_the_verdict_budget_and_coverage() {
         r.coverage_note().as_deref(),
         Some("The previous period's data covers only its last 3 d 12 h.")
     );
+}
+
+/// Under each verdict, how the probe's P95s moved across its locations: TTFT here (total
+/// has no previous P95, so it says nothing), the same words in every output.
+#[test]
+fn every_output_says_how_each_probe_p95_moved_under_its_verdict() {
+    let mut r = report();
+    let moved = "TTFT P95 up 18% on last week (412 ms → 486 ms)";
+    let md = r.to_markdown();
+    assert!(
+        md.contains(&format!("error budget left: none (2.0× spent).\n  - {moved}\n\n")),
+        "{md}"
+    );
+    let html = r.to_html();
+    assert!(
+        html.contains(&format!(
+            "</p><ul class=moved data-probe=\"chat|api\"><li class=up data-figure=ttft>{moved}</li></ul>"
+        )),
+        "{html}"
+    );
+    let j = r.to_json();
+    let changes = j["p95_changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{j:#}");
+    assert_eq!(changes[0]["probe"], "chat|api");
+    assert_eq!(changes[0]["figure"], "ttft");
+    assert_eq!(changes[0]["previous_seconds"], 0.412);
+    assert_eq!(changes[0]["current_seconds"], 0.48616);
+    assert!((changes[0]["change"].as_f64().unwrap() - 0.18).abs() < 1e-12);
+    assert_eq!(changes[0]["line"], moved);
+
+    // Not a week: compared with the previous period, by that name.
+    r.until = r.since + Duration::from_secs(3 * 86_400);
+    assert_eq!(
+        r.p95_changes()[0].line(),
+        "TTFT P95 up 18% on the previous period (412 ms → 486 ms)"
+    );
+    // Nothing to compare: no line, in any output.
+    r.probe_p95s[0].ttft[1] = None;
+    assert!(r.p95_changes().is_empty());
+    assert!(!r.to_markdown().contains("  - "));
+    assert!(!r.to_html().contains("class=moved"));
+    assert_eq!(r.to_json()["p95_changes"], serde_json::json!([]));
 }
 
 #[test]

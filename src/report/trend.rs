@@ -1,10 +1,12 @@
 //! The report's charts as data: per probe, across its locations, the runs, failures and
 //! P95 latencies of each bucket (a day in a week's report) of this period and of the
-//! one before, aligned bucket by bucket so the two can be drawn over each other.
+//! one before, aligned bucket by bucket so the two can be drawn over each other; and,
+//! from the same runs, each whole period's P95s for the lines under the verdicts.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use super::ProbeP95;
 use crate::stats::{Run, percentile};
 
 /// The bucket sizes a chart may use, largest first: the largest that still gives a
@@ -119,6 +121,25 @@ impl TrendBuilder {
 
     pub(super) fn bucket(&self) -> Duration {
         self.bucket
+    }
+
+    /// Per probe, P95 TTFT and total over each whole period: every location's runs
+    /// pooled, as the buckets pool them.
+    pub(super) fn probe_p95s(&self) -> Vec<ProbeP95> {
+        let whole = |buckets: &[Gathered], values: fn(&Gathered) -> &[f64]| {
+            percentile(
+                buckets.iter().flat_map(|g| values(g).iter().copied()).collect(),
+                0.95,
+            )
+        };
+        self.probes
+            .iter()
+            .map(|(probe, periods)| ProbeP95 {
+                probe: probe.clone(),
+                ttft: periods.each_ref().map(|b| whole(b, |g| &g.ttft)),
+                total: periods.each_ref().map(|b| whole(b, |g| &g.total)),
+            })
+            .collect()
     }
 
     pub(super) fn finish(self) -> Vec<Trend> {

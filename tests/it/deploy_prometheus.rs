@@ -1,6 +1,7 @@
 //! The monitoring files in deploy/ against the real tools and the real agent: promtool
 //! validates the scrape config and every rule file and runs the rules' unit tests; every
 //! rule has unit tests and the labels and annotations Alertmanager routing relies on; the
+//! latency trend warnings, and only they, take the shipped route's daily one; the
 //! Grafana dashboard queries only series and labels the agent really exports (or
 //! recording rules that exist).
 
@@ -182,9 +183,13 @@ fn every_rule_has_unit_tests_and_every_alert_the_labels_routing_needs() {
             problems.push(format!("{file}: {alert} has no `for:`"));
         }
         // Alertmanager routes and inhibits on `probe`: every endpoint alert keeps it,
-        // aggregating by it or reading the per-probe recording rules.
+        // aggregating by it or reading the per-probe (or per probe and location) recording
+        // rules.
         let expr = rule["expr"].as_str().unwrap();
-        if alert.starts_with("Inference") && !expr.contains("by (probe") && !expr.contains("probe:") {
+        let keeps_probe = ["by (probe", "probe:", "probe_location:"]
+            .iter()
+            .any(|way| expr.contains(way));
+        if alert.starts_with("Inference") && !keeps_probe {
             problems.push(format!("{file}: {alert} does not keep the probe label"));
         }
     }
@@ -199,6 +204,98 @@ fn every_rule_has_unit_tests_and_every_alert_the_labels_routing_needs() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------
+// The latency trend warnings as the shipped Alertmanager route takes them.
+
+/// The alerts of the latency trend group: read once a day, never paged.
+const TREND_GROUP: &str = "inferprobe-latency-trend-alerts";
+
+/// The leaf route `amtool config routes test --tree` picks for an alert with these labels:
+/// its line, with the matchers and the receiver.
+fn matched_route(amtool: &Path, labels: &[String]) -> String {
+    let out = Command::new(amtool)
+        .args(["config", "routes", "test", "--tree"])
+        .arg(format!(
+            "--config.file={}",
+            deploy("alertmanager/alertmanager.yml").display()
+        ))
+        .args(labels)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "amtool {labels:?}: {text}");
+    text.lines()
+        .find(|l| l.contains("receiver:"))
+        .unwrap_or_else(|| panic!("no route for {labels:?}: {text}"))
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn the_trend_warnings_reach_chat_once_a_day_and_no_other_alert_does() {
+    let Some(amtool) = require_tool(
+        "amtool",
+        "routes the trend warnings; apt-get install prometheus-alertmanager",
+    ) else {
+        return;
+    };
+    let alerts = yaml(&deploy("prometheus/rules/inferprobe-alerts.yml"));
+    let mut trends = BTreeSet::new();
+    let mut others = BTreeMap::new();
+    for group in alerts["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            let name = rule["alert"].as_str().unwrap().to_owned();
+            let severity = rule["labels"]["severity"].as_str().unwrap().to_owned();
+            if group["name"] == TREND_GROUP {
+                assert_eq!(severity, "warning", "{name} must never page");
+                trends.insert(name);
+            } else {
+                others.insert(name, severity);
+            }
+        }
+    }
+    assert_eq!(trends.len(), 2, "{trends:?}");
+    let labels = |name: &str, severity: &str| {
+        [
+            format!("alertname={name}"),
+            format!("severity={severity}"),
+            "probe=chat".into(),
+            "location=eu-west".into(),
+            "latency=ttft".into(),
+            "quantile=0.95".into(),
+        ]
+    };
+    for name in &trends {
+        let route = matched_route(&amtool, &labels(name, "warning"));
+        assert!(
+            route.contains("alertname=~") && route.ends_with("receiver: chat"),
+            "{name}: {route}"
+        );
+    }
+    for (name, severity) in &others {
+        let route = matched_route(&amtool, &labels(name, severity));
+        assert!(
+            !route.contains("alertname=~"),
+            "{name} takes the trends' route: {route}"
+        );
+    }
+    // The daily route itself: one message per kind of trend, at most once a day.
+    let config = yaml(&deploy("alertmanager/alertmanager.yml"));
+    let warning = config["route"]["routes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|r| r["matchers"][0] == "severity=\"warning\"")
+        .expect("a warning route");
+    let daily = &warning["routes"][0];
+    assert_eq!(
+        daily["group_by"],
+        serde_yaml::from_str::<Yaml>("[alertname]").unwrap()
+    );
+    assert_eq!(daily["group_interval"], "24h");
+    assert_eq!(daily["repeat_interval"], "24h");
 }
 
 // ---------------------------------------------------------------------------------
@@ -408,9 +505,9 @@ fn classic_series(scrape: &str) -> BTreeMap<String, BTreeSet<String>> {
     series
 }
 
-/// Recording rule name -> the labels its expression keeps: its grouping labels, or, for a
-/// rule that does not aggregate (`avg_over_time(other:rule[1h])`), those of the recorded
-/// series it reads.
+/// Recording rule name -> the labels its series carry: its expression's grouping labels,
+/// or, for a rule that does not aggregate (`avg_over_time(other:rule[1h])`), those of the
+/// recorded series it reads; and the rule's own `labels:`.
 fn recorded() -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (_, rule) in rules() {
@@ -418,7 +515,7 @@ fn recorded() -> BTreeMap<String, BTreeSet<String>> {
             continue;
         };
         let refs = scan_promql(rule["expr"].as_str().unwrap());
-        let labels = if refs.grouping.is_empty() {
+        let mut labels: BTreeSet<String> = if refs.grouping.is_empty() {
             // Rules are listed in evaluation order: what it reads is recorded before it.
             refs.selectors
                 .iter()
@@ -429,7 +526,15 @@ fn recorded() -> BTreeMap<String, BTreeSet<String>> {
         } else {
             refs.grouping
         };
-        out.insert(name.to_owned(), labels);
+        labels.extend(
+            rule["labels"]
+                .as_mapping()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, _)| k.as_str().map(str::to_owned)),
+        );
+        // One name may be recorded by several rules (one per `labels:` value).
+        out.entry(name.to_owned()).or_default().extend(labels);
     }
     out
 }

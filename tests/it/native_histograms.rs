@@ -383,8 +383,8 @@ fn deploy(rel: &str) -> std::path::PathBuf {
 
 /// The shipped recording rules and dashboard read TTFT and total in either form: against
 /// a Prometheus 2.42 with native histograms enabled (which stores them native only) the
-/// recorded quantiles and TTFT-over-target ratios have values, and so has every
-/// dashboard query over the two histograms.
+/// recorded quantiles (the trend rules' too) and TTFT-over-target ratios have values, and
+/// so has every dashboard query over the two histograms.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shipped_rules_and_dashboard_read_native_ttft_and_total() {
     let Some(bin) = prometheus_bin() else { return };
@@ -441,6 +441,22 @@ async fn the_shipped_rules_and_dashboard_read_native_ttft_and_total() {
         None,
         "classic series were stored"
     );
+
+    // The trend rules' hourly quantiles and their daily level, for TTFT and total, P95
+    // and P99 (their group runs once a minute: wait for its first evaluation).
+    let trend = |name: &str| format!("probe_location:inferprobe_latency_seconds:{name}{{probe=\"chat\"}}");
+    wait_until(
+        "the trend rules' first evaluation",
+        Duration::from_secs(90),
+        || recorded(&trend("quantile_rate1h_median1d")).len() == 4,
+    );
+    for name in ["quantile_rate1h", "quantile_rate1h_median1d"] {
+        let samples = recorded(&trend(name));
+        assert_eq!(samples.len(), 4, "{name}: {samples:?}");
+        for (labels, v) in samples {
+            assert!((0.28..1.0).contains(&v), "{name} {labels} = {v}");
+        }
+    }
 
     let mut problems = Vec::new();
     let mut value_of = |q: &str| -> Option<f64> {

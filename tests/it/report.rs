@@ -684,3 +684,169 @@ probes:
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A good run of `probe` in `location` at `at` with these latencies, in microseconds (the
+/// store's resolution, so the report reads back exactly what was written).
+fn timed_run(probe: &str, location: &str, at: SystemTime, ttft_us: Option<u64>, total_us: u64) -> RunRecord {
+    RunRecord {
+        at,
+        probe: probe.into(),
+        location: location.into(),
+        reason: None,
+        message: None,
+        status: Some(200),
+        ttfb: None,
+        ttft: ttft_us.map(Duration::from_micros),
+        tpot: None,
+        total: Some(Duration::from_micros(total_us)),
+        output_tokens: None,
+        output_token_source: None,
+        input_tokens: None,
+        input_token_source: None,
+        prompt_bucket: "short".into(),
+        image_bucket: "none".into(),
+        trace_id: None,
+    }
+}
+
+/// Under each verdict, how the probe's P95s moved on last week across its locations. Two
+/// weeks of a run every 10 minutes in two locations, constructed so that last week's
+/// pooled TTFT P95 (nearest rank 1916 of 2016) is one us-east run of exactly 412 ms, and
+/// this week's every TTFT is last week's × 1.18: 486.16 ms, 18 % up. Each location alone
+/// has another P95 (eu-west's about 295 ms, us-east's about 601 ms), as has their mean,
+/// so only the pooled figure gives these words. Total is TTFT and 800 ms last week, TTFT
+/// and 740 ms this week: 1.212 s → 1.226 s, within the band of "unchanged". "embed" (no
+/// TTFT) answered in 500 ms, now 450 ms; "fresh" has no last week: no line.
+#[test]
+fn each_verdict_says_how_the_probe_p95s_moved_on_last_week() {
+    let dir = crate::support::temp_dir("report-p95-change");
+    let data = dir.join("data");
+    let until = UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    let week = Duration::from_secs(7 * 86_400);
+    let since = until - week;
+    let step = Duration::from_secs(600);
+    let runs_a_week = week.as_secs() / step.as_secs();
+    // Last week's TTFT of run `i` of the week, in µs.
+    let last_week_ttft = |location: &str, i: u64| match location {
+        "eu-west" => 200_000 + 99 * i,
+        _ if i < 907 => 300_000 + 100 * i,
+        _ if i == 907 => 412_000,
+        _ => 600_000 + i,
+    };
+    let mut pooled: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    {
+        let store = AlertStore::open(&data).unwrap();
+        let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
+        let write = |r: RunRecord| {
+            while !writer.record(r.clone()) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        for location in ["eu-west", "us-east"] {
+            for i in 0..runs_a_week {
+                let before = since - week + step * i as u32;
+                let ttft = last_week_ttft(location, i);
+                write(timed_run("chat", location, before, Some(ttft), ttft + 800_000));
+                let now_ttft = ttft * 118 / 100;
+                write(timed_run(
+                    "chat",
+                    location,
+                    before + week,
+                    Some(now_ttft),
+                    now_ttft + 740_000,
+                ));
+                pooled[1].push(ttft as f64 / 1e6);
+                pooled[0].push(now_ttft as f64 / 1e6);
+                write(timed_run("embed", location, before, None, 500_000));
+                write(timed_run("embed", location, before + week, None, 450_000));
+                write(timed_run(
+                    "fresh",
+                    location,
+                    before + week,
+                    Some(300_000),
+                    900_000,
+                ));
+            }
+        }
+        writer.close();
+    }
+    // The construction itself, independently of the report.
+    assert_eq!(nearest_rank(&pooled[1], 0.95), 0.412);
+    assert_eq!(nearest_rank(&pooled[0], 0.95), 0.48616);
+
+    let report = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_inferprobe"))
+            .current_dir(&dir)
+            .args(["report", "--data-dir"])
+            .arg(&data)
+            .args([
+                "--since",
+                &unix(since),
+                "--until",
+                &unix(until),
+                "--format",
+                format,
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let md = report("markdown");
+    for (probe, lines) in [
+        (
+            "chat",
+            "\n  - TTFT P95 up 18% on last week (412 ms → 486 ms)\n  - total P95 unchanged from last week (1.21 s → 1.23 s)\n- ",
+        ),
+        (
+            "embed",
+            "\n  - total P95 down 10% on last week (500 ms → 450 ms)\n- ",
+        ),
+        // The last verdict: the list ends right after it.
+        ("fresh", "\n\n"),
+    ] {
+        let verdict = format!("- – {probe}: no objective (no slo: set) in 2 locations. Availability 100%.");
+        assert!(md.contains(&format!("{verdict}{lines}")), "{probe}:\n{md}");
+    }
+    let html = report("html");
+    assert!(
+        html.contains(
+            "<ul class=moved data-probe=\"chat\"><li class=up data-figure=ttft>TTFT P95 up 18% on last week \
+             (412 ms → 486 ms)</li><li class=unchanged data-figure=total>total P95 unchanged from last week \
+             (1.21 s → 1.23 s)</li></ul>"
+        ),
+        "{html}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
+    let changes = json["p95_changes"].as_array().unwrap();
+    let said: Vec<(&str, &str, &str)> = changes
+        .iter()
+        .map(|c| {
+            (
+                c["probe"].as_str().unwrap(),
+                c["figure"].as_str().unwrap(),
+                c["direction"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("chat", "ttft", "up"),
+            ("chat", "total", "unchanged"),
+            ("embed", "total", "down")
+        ],
+        "{json:#}"
+    );
+    assert_eq!(changes[0]["previous_seconds"], 0.412);
+    assert_eq!(changes[0]["current_seconds"], 0.48616);
+    assert!(
+        (changes[0]["change"].as_f64().unwrap() - 0.18).abs() < 1e-9,
+        "{json:#}"
+    );
+    assert!(
+        (changes[2]["change"].as_f64().unwrap() + 0.1).abs() < 1e-9,
+        "{json:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -352,3 +352,213 @@ fn bad_urls_and_failed_queries_keep_the_exit_codes_and_the_secrets() {
         "{stderr}"
     );
 }
+
+/// Per hour and location, how many runs' TTFT were at or under 0.25 s and 0.5 s, and
+/// total at or under 1 s and 2 s, of the 356 a location makes an hour: last week's, then
+/// this week's. Pooled, `histogram_quantile(0.95, ...)` interpolates a TTFT P95 of
+/// 0.25 + 0.25 × (676.4 − 644) / 50 = 412 ms last week and 0.25 + 0.25 × (676.4 − 86) /
+/// 625 = 486.16 ms this week (18 % up), and a total P95 of 1 + (676.4 − 641) / 59 = 1.60 s
+/// then 1 + (676.4 − 650) / 60 = 1.44 s (10 % down). Each location alone moved otherwise
+/// (eu-west's TTFT P95 about +95 %, us-east's about +5 %).
+const RUNS_AN_HOUR: u64 = 356;
+const HOURLY: [(&str, [[u64; 4]; 2]); 2] = [
+    ("eu-west", [[340, 350, 330, 352], [60, 356, 330, 356]]),
+    ("us-east", [[304, 344, 311, 348], [26, 355, 320, 354]]),
+];
+
+/// A Prometheus on a store filled beforehand (`promtool tsdb create-blocks-from
+/// openmetrics`), stopped on drop.
+struct Backfilled {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Drop for Backfilled {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two weeks (and a day before, so every counter has a sample before the previous
+/// period) of probe "chat" in both locations of [`HOURLY`], one sample an hour up to
+/// `until`, as OpenMetrics with timestamps.
+fn two_weeks_of_chat(until: u64) -> String {
+    use std::fmt::Write as _;
+    let week = 7 * 86_400;
+    let since = until - week;
+    let hours: Vec<u64> = (until - 2 * week - 86_400..=until).step_by(3600).collect();
+    let labels =
+        |location: &str| format!("probe=\"chat\",kind=\"openai_chat\",model=\"m\",location=\"{location}\"");
+    let mut om = String::from("# TYPE inferprobe_runs counter\n");
+    for (location, _) in HOURLY {
+        for (i, t) in hours.iter().enumerate() {
+            let runs = i as u64 * RUNS_AN_HOUR;
+            let _ = writeln!(
+                om,
+                "inferprobe_runs_total{{{},result=\"success\",reason=\"none\"}} {runs} {t}",
+                labels(location)
+            );
+        }
+    }
+    om.push_str("# TYPE inferprobe_up gauge\n");
+    for (location, _) in HOURLY {
+        for t in &hours {
+            let _ = writeln!(om, "inferprobe_up{{{}}} 1 {t}", labels(location));
+        }
+    }
+    let bounds = [
+        "0.05", "0.1", "0.25", "0.5", "1.0", "2.0", "4.0", "8.0", "20.0", "+Inf",
+    ];
+    for (name, first) in [
+        ("inferprobe_ttft_seconds", 0),
+        ("inferprobe_e2e_latency_seconds", 2),
+    ] {
+        let _ = writeln!(om, "# TYPE {name} histogram");
+        for (location, counts) in HOURLY {
+            let mut cumulative = [0u64; 10];
+            for (i, t) in hours.iter().enumerate() {
+                if i > 0 {
+                    let [low, high] = [
+                        counts[usize::from(*t > since)][first],
+                        counts[usize::from(*t > since)][first + 1],
+                    ];
+                    // TTFT's two counted bounds are 0.25 and 0.5 s, total's 1 and 2 s.
+                    let at = if first == 0 { 2 } else { 4 };
+                    for (b, c) in cumulative.iter_mut().enumerate() {
+                        *c += match b {
+                            b if b < at => 0,
+                            b if b == at => low,
+                            b if b == at + 1 => high,
+                            _ => RUNS_AN_HOUR,
+                        };
+                    }
+                }
+                for (le, c) in bounds.iter().zip(cumulative) {
+                    let _ = writeln!(om, "{name}_bucket{{{},le=\"{le}\"}} {c} {t}", labels(location));
+                }
+                let _ = writeln!(om, "{name}_count{{{}}} {} {t}", labels(location), cumulative[9]);
+                let _ = writeln!(
+                    om,
+                    "{name}_sum{{{}}} {} {t}",
+                    labels(location),
+                    cumulative[9] as f64 * 0.4
+                );
+            }
+        }
+    }
+    om.push_str("# EOF\n");
+    om
+}
+
+/// The week-over-week lines of the fleet report: two weeks of the agents' histograms as
+/// [`HOURLY`] has them, in a real Prometheus, give the pooled figures' words.
+#[test]
+fn the_fleet_report_says_how_each_probe_p95s_moved_on_last_week() {
+    let why = "the fleet report over two weeks of backfilled samples; apt-get install prometheus";
+    let (Some(promtool), Some(prometheus)) = (require_tool("promtool", why), require_tool("prometheus", why))
+    else {
+        return;
+    };
+    let dir = temp_dir("report-prometheus-weeks");
+    let until: u64 = 1_780_000_000;
+    let since = until - 7 * 86_400;
+    std::fs::write(dir.join("samples.om"), two_weeks_of_chat(until)).unwrap();
+    let out = Command::new(&promtool)
+        .args(["tsdb", "create-blocks-from", "openmetrics", "--quiet"])
+        .arg(dir.join("samples.om"))
+        .arg(dir.join("data"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.join("prometheus.yml"), "scrape_configs: []\n").unwrap();
+    let addr = format!("127.0.0.1:{}", closed_port());
+    let server = Backfilled {
+        child: Command::new(&prometheus)
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            // The samples are months old: keep them.
+            .arg("--storage.tsdb.retention.time=100y")
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+        addr,
+    };
+    wait_until("Prometheus ready", Duration::from_secs(60), || {
+        std::net::TcpStream::connect(&server.addr).is_ok()
+            && http_get(&server.addr, "/-/ready", None).0 == 200
+    });
+    let url = format!("http://{}", server.addr);
+    let no_config = dir.join("none.yaml");
+    let args = |format: &'static str| {
+        [
+            "--prometheus".to_owned(),
+            url.clone(),
+            "--since".into(),
+            since.to_string(),
+            "--until".into(),
+            until.to_string(),
+            "--format".into(),
+            format.into(),
+            "-c".into(),
+            no_config.display().to_string(),
+        ]
+    };
+    let run = |format: &'static str| {
+        let args = args(format);
+        let (code, stdout, stderr) = report(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(code, Some(0), "{stderr}");
+        stdout
+    };
+    let md = run("markdown");
+    assert!(
+        md.contains(
+            "- – chat: no objective (no slo: set) in 2 locations. Availability 100%.\n\
+             \x20 - TTFT P95 up 18% on last week (412 ms → 486 ms)\n\
+             \x20 - total P95 down 10% on last week (1.60 s → 1.44 s)\n\n"
+        ),
+        "{md}"
+    );
+    let html = run("html");
+    assert!(
+        html.contains(
+            "<ul class=moved data-probe=\"chat\"><li class=up data-figure=ttft>TTFT P95 up 18% on last week \
+             (412 ms → 486 ms)</li><li class=down data-figure=total>total P95 down 10% on last week \
+             (1.60 s → 1.44 s)</li></ul>"
+        ),
+        "{html}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let changes = json["p95_changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{json:#}");
+    for (c, (figure, before, now, change)) in changes
+        .iter()
+        .zip([("ttft", 0.412, 0.48616, 0.18), ("total", 1.6, 1.44, -0.1)])
+    {
+        assert_eq!(c["probe"], "chat", "{c:#}");
+        assert_eq!(c["figure"], figure, "{c:#}");
+        for (key, want) in [
+            ("previous_seconds", before),
+            ("current_seconds", now),
+            ("change", change),
+        ] {
+            assert!((c[key].as_f64().unwrap() - want).abs() < 1e-9, "{key}: {c:#}");
+        }
+    }
+    // Neither location's own TTFT P95 moved by 18 %: the line is the pooled one's.
+    for location in ["eu-west", "us-east"] {
+        let r = row(&json, "chat", location);
+        let own = r["ttft_seconds"]["p95"].as_f64().unwrap()
+            / r["previous"]["ttft_seconds"]["p95"].as_f64().unwrap()
+            - 1.0;
+        assert!((own - 0.18).abs() > 0.02, "{location}: {own}");
+    }
+    drop(server);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -7,12 +7,16 @@
 //! - P95 TTFT and total: `histogram_quantile(0.95, ...)` over the buckets' increase,
 //!   or the native histogram's;
 //! - where the data starts: the earliest `inferprobe_up` sample in both periods,
-//!   `min(min_over_time(timestamp(inferprobe_up)[2N:step]))`, as precise as the step.
+//!   `min(min_over_time(timestamp(inferprobe_up)[2N:step]))`, as precise as the step;
+//! - each whole period's P95s, for the lines under the verdicts: the P95 expressions
+//!   with the period as the window, one instant query per figure and period.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Matrix, Prom, PrometheusError, RUNS, TOTAL, TTFT, UP, Vector, unix, whole};
+use super::{Matrix, Prom, PrometheusError, RUNS, TOTAL, TTFT, UP, Vector, instant_all, unix, whole};
+use crate::report::ProbeP95;
 use crate::report::trend::{Point, Trend, bucket_count};
 
 /// Which figure of a bucket an answer fills.
@@ -114,6 +118,47 @@ pub(super) async fn trends(
         .into_iter()
         .map(|(probe, periods)| Trend { probe, periods })
         .collect())
+}
+
+/// Per probe, P95 TTFT and total over each whole period: the charts' expressions with the
+/// period as their window, `offset` it for the previous one.
+pub(super) async fn probe_p95s(
+    prom: &Arc<Prom>,
+    until: SystemTime,
+    len: Duration,
+) -> Result<Vec<ProbeP95>, PrometheusError> {
+    let secs = len.as_secs().max(1);
+    let asked = [
+        (Figure::TtftP95, 0),
+        (Figure::TtftP95, 1),
+        (Figure::TotalP95, 0),
+        (Figure::TotalP95, 1),
+    ];
+    let queries = asked
+        .iter()
+        .map(|&(figure, period)| expression(figure, secs, secs * period as u64))
+        .collect();
+    let answers = instant_all(prom, queries, unix(until)).await?;
+    let mut probes: BTreeMap<String, ProbeP95> = BTreeMap::new();
+    for ((figure, period), vector) in asked.into_iter().zip(answers) {
+        for (labels, value) in vector {
+            let Some(probe) = labels.get("probe") else {
+                continue;
+            };
+            let p = probes.entry(probe.clone()).or_insert_with(|| ProbeP95 {
+                probe: probe.clone(),
+                ..ProbeP95::default()
+            });
+            let side = if matches!(figure, Figure::TtftP95) {
+                &mut p.ttft
+            } else {
+                &mut p.total
+            };
+            // NaN: no successful run in that period.
+            side[period] = Some(value).filter(|v| v.is_finite());
+        }
+    }
+    Ok(probes.into_values().collect())
 }
 
 /// The earliest `up` sample of any agent in the two periods, to the step.
