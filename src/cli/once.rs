@@ -126,6 +126,18 @@ fn print_table(outcomes: &[Outcome]) {
         outln!("{}", line(r.iter().map(String::as_str).collect()));
     }
     for o in outcomes {
+        if let Some(b) = o.burst.as_deref()
+            && let (Some(spread), Some(max_min), Some(slowdown)) =
+                (b.spread(), b.max_over_min(), b.slowdown())
+        {
+            outln!(
+                "{}: burst of {}: {} spread {:.0} % of their mean, slowest {max_min:.1}× the fastest, {slowdown:.1}× the request alone",
+                o.probe.name,
+                b.requests.len(),
+                if b.by_ttft() { "TTFTs" } else { "totals" },
+                spread * 100.0
+            );
+        }
         if let Some(f) = o.observation.failure() {
             // Messages are made printable where they are made; this edge holds for
             // any message that did not come through a probe run.

@@ -196,11 +196,12 @@ impl Lane {
 
     /// Reads a finished run of `probe` for a restart of the endpoint and says the last
     /// restart seen, with its monotonic instant. `begun` and `started_at` are the run's
-    /// start.
+    /// start; a `cold` run's model load is what it went looking for, not a restart.
     pub fn after_run(
         &self,
         probe: &Arc<str>,
         observation: &Observation,
+        cold: bool,
         begun: Instant,
         started_at: SystemTime,
     ) -> Option<(Instant, Warmup)> {
@@ -241,7 +242,7 @@ impl Lane {
                 if let Some((_, load)) = observation
                     .server_reported
                     .iter()
-                    .find(|(stage, d)| *stage == "load" && *d >= LOAD_MEANS_COLD)
+                    .find(|(stage, d)| *stage == "load" && *d >= LOAD_MEANS_COLD && !cold)
                 {
                     seen(
                         format!(
@@ -332,35 +333,41 @@ mod tests {
         let lane = lane();
         let p: Arc<str> = "chat".into();
         let at = SystemTime::now();
-        assert!(lane.after_run(&p, &run(Ok(())), Instant::now(), at).is_none());
+        assert!(
+            lane.after_run(&p, &run(Ok(())), false, Instant::now(), at)
+                .is_none()
+        );
         // Refused, then back: a restart, dated at the first good run.
         assert!(
-            lane.after_run(&p, &run(Err(FailureReason::Connect)), Instant::now(), at)
+            lane.after_run(&p, &run(Err(FailureReason::Connect)), false, Instant::now(), at)
                 .is_none()
         );
         let back = SystemTime::now();
-        let (_, w) = lane.after_run(&p, &run(Ok(())), Instant::now(), back).unwrap();
+        let (_, w) = lane
+            .after_run(&p, &run(Ok(())), false, Instant::now(), back)
+            .unwrap();
         assert_eq!(w.since, back);
         assert!(w.cause.contains("accepts connections again"), "{}", w.cause);
         // Loading twice is one restart; loading after a good run is another.
         let t1 = SystemTime::now();
         let (_, w1) = lane
-            .after_run(&p, &run(Err(FailureReason::Loading)), Instant::now(), t1)
+            .after_run(&p, &run(Err(FailureReason::Loading)), false, Instant::now(), t1)
             .unwrap();
         assert_eq!(w1.since, t1);
         let (_, again) = lane
             .after_run(
                 &p,
                 &run(Err(FailureReason::Loading)),
+                false,
                 Instant::now(),
                 SystemTime::now(),
             )
             .unwrap();
         assert_eq!(again.since, t1);
-        lane.after_run(&p, &run(Ok(())), Instant::now(), SystemTime::now());
+        lane.after_run(&p, &run(Ok(())), false, Instant::now(), SystemTime::now());
         let t2 = SystemTime::now() + Duration::from_secs(1);
         let (_, w2) = lane
-            .after_run(&p, &run(Err(FailureReason::Loading)), Instant::now(), t2)
+            .after_run(&p, &run(Err(FailureReason::Loading)), false, Instant::now(), t2)
             .unwrap();
         assert_eq!(w2.since, t2);
         // Other failures say nothing of a restart.
@@ -368,6 +375,7 @@ mod tests {
             .after_run(
                 &p,
                 &run(Err(FailureReason::Http5xx)),
+                false,
                 Instant::now(),
                 SystemTime::now(),
             )
@@ -395,6 +403,7 @@ mod tests {
             lane.after_run(
                 &p,
                 &with("a", Duration::from_millis(4)),
+                false,
                 Instant::now(),
                 SystemTime::now()
             )
@@ -404,6 +413,7 @@ mod tests {
             .after_run(
                 &p,
                 &with("b", Duration::from_millis(4)),
+                false,
                 Instant::now(),
                 SystemTime::now(),
             )
@@ -413,10 +423,23 @@ mod tests {
             .after_run(
                 &p,
                 &with("b", Duration::from_millis(3200)),
+                false,
                 Instant::now(),
                 SystemTime::now(),
             )
             .unwrap();
         assert_eq!(w.cause, "the server loaded the model for this request (3.20 s)");
+        // A cold run's load is what it went looking for.
+        let before = w.since;
+        let (_, w) = lane
+            .after_run(
+                &p,
+                &with("b", Duration::from_millis(3200)),
+                true,
+                Instant::now(),
+                SystemTime::now(),
+            )
+            .unwrap();
+        assert_eq!(w.since, before);
     }
 }

@@ -282,16 +282,17 @@ impl ReadyProbe {
                 None => identity::from_response(&observation.served),
             };
         }
+        let idle = active.idle;
+        let traffic = &self.config.traffic;
+        let cold = traffic.cold.is_some_and(|needed| idle >= needed);
         let restart = self
             .lane
-            .after_run(&self.config.name, &observation, begun, started_at);
-        let idle = active.idle;
+            .after_run(&self.config.name, &observation, cold, begun, started_at);
         drop(active);
-        let traffic = &self.config.traffic;
         let conditions = Conditions {
             waited: begun.saturating_duration_since(asked),
             idle,
-            cold: traffic.cold.is_some_and(|needed| idle >= needed),
+            cold,
             warmup: restart
                 .filter(|(at, _)| begun.saturating_duration_since(*at) <= traffic.warmup)
                 .map(|(_, w)| w),
