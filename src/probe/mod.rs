@@ -7,7 +7,10 @@
 //!
 //! A probe sends one request and says what happened; it never sleeps, retries or records
 //! metrics. [`ReadyProbe::run_once`] gives every run its deadlines and stamps the result
-//! into an [`Outcome`]. Probes import config, outcome, net, payload, redact and human
+//! into an [`Outcome`]; [`ReadyProbe::run_at_tick`] and [`ReadyProbe::run_in_turn`] first
+//! take the run's turn on its endpoint's lane (lane.rs: the agent's runs of one server
+//! take turns, a cold probe's wait for its idle window), and a burst probe's run sends
+//! its requests (alone, then together) through the same one-request path. Probes import config, outcome, net, payload, redact and human
 //! (ARCHITECTURE.md's rooms table, held by tests/it/architecture.rs).
 
 mod answer;
@@ -38,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::config::{MetricsDetail, ProbeConfig, display_url};
+use crate::config::{MetricsDetail, ProbeConfig, Schedule, display_url};
 use crate::net::TlsRoots;
 use crate::outcome::{
     Burst, Conditions, Failure, FailureReason, Observation, Outcome, ProbeIdentity, Timing, TraceContext,
@@ -144,6 +147,8 @@ pub struct ReadyProbe {
     lane: Arc<Lane>,
     /// This built probe's mark on its lane's holds: a rebuilt probe's holds are its own.
     holder: u64,
+    /// Whether it said that its turns on the endpoint come late (once is enough).
+    warned_of_turns: std::sync::atomic::AtomicBool,
 }
 
 /// Tells built probes apart on their lanes.
@@ -186,6 +191,7 @@ impl ReadyProbe {
             served: identity::IdentityFetcher::new(config, &cx.roots).map(Box::new),
             lane: cx.lanes.lane(&config.url),
             holder: HOLDERS.fetch_add(1, Ordering::Relaxed),
+            warned_of_turns: Default::default(),
         })
     }
 
@@ -215,6 +221,7 @@ impl ReadyProbe {
             false => Some(self.lane.turn().await),
             true => None,
         };
+        self.warn_of_a_long_turn(asked.elapsed());
         if self.lane.holds_off(self.holder, Instant::now()) {
             return None;
         }
@@ -223,6 +230,23 @@ impl ReadyProbe {
             tokio::time::sleep(rest).await;
         }
         Some(self.run(asked).await)
+    }
+
+    /// Says once, when a run waited for its turn more than half its interval, that the
+    /// probes of its endpoint do not fit their turns: each run is late, and ticks will be
+    /// skipped. A big hosted API serves many requests at once: `overlap: true` is for it.
+    fn warn_of_a_long_turn(&self, waited: Duration) {
+        let Schedule::Interval(interval) = self.config.schedule else {
+            return;
+        };
+        if waited > interval / 2 && !self.warned_of_turns.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                probe = %self.config.name,
+                endpoint = %self.lane.key(),
+                waited_s = waited.as_secs_f64(),
+                "Waited its turn behind this agent's other probes of the endpoint for more than half its interval (runs of one endpoint take turns): if the endpoint serves many requests at once, set `overlap: true` on its probes (or under defaults)."
+            );
+        }
     }
 
     /// A cold probe's next tick: the endpoint is kept quiet for its idle time before it.
