@@ -15,8 +15,24 @@ use inferprobe::{Agent, AgentSettings};
 use super::bind_or_exit;
 use crate::PortArgs;
 
-/// The demo's probes: healthy, slow and flaky endpoints on the built-in simulator.
+/// The demo's probes: healthy, slow and flaky endpoints on the built-in simulator, and a
+/// small one-slot server on a second one.
 const DEMO_CONFIG: &str = include_str!("../demo.yaml");
+
+/// The demo's small server: one slot (a request waits for the one before it), a model
+/// that unloads after 12 s without a request and takes 1.5 s to load again, answers of
+/// about 230 ms.
+fn small_server() -> Script {
+    Script {
+        ttft: Duration::from_millis(40),
+        token_gap: Duration::from_millis(12),
+        tokens: 16,
+        slots: 1,
+        cold_after: Some(Duration::from_secs(12)),
+        cold_load: Duration::from_millis(1500),
+        ..Script::default()
+    }
+}
 
 pub async fn run(
     listen: SocketAddr,
@@ -38,7 +54,14 @@ pub async fn run(
         Err(code) => return code,
     };
     let sim = simulate::start(sim_listener, Script::default());
-    let text = DEMO_CONFIG.replace("SIMULATOR", &sim.addr.to_string());
+    let small_listener = match bind_or_exit(SocketAddr::new(sim.addr.ip(), 0), "").await {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let small = simulate::start(small_listener, small_server());
+    let text = DEMO_CONFIG
+        .replace("SMALL_SERVER", &small.addr.to_string())
+        .replace("SIMULATOR", &sim.addr.to_string());
     let config = match config::parse(&text, Path::new("<demo>"), &|_| None) {
         Ok(c) => c,
         Err(errors) => {
@@ -79,9 +102,10 @@ pub async fn run(
     // Whoever reads our output may go away (`demo | head`): that must not stop the demo.
     let say = |text: String| inferprobe::output::STDOUT.say(&text);
     say(format!(
-        "inferprobe demo: {} probes against the simulator at http://{}",
+        "inferprobe demo: {} probes against the simulator at http://{} and a one-slot server at http://{}",
         config.probes.len(),
-        sim.addr
+        sim.addr,
+        small.addr
     ));
     say(format!("  status page: {scheme}://{bound}/"));
     say(format!("  metrics:     {scheme}://{bound}/metrics"));

@@ -11,7 +11,7 @@ use crate::support::browser::render;
 use crate::support::http_get;
 
 /// The demo's probes (src/demo.yaml).
-const DEMO_PROBES: [&str; 10] = [
+const DEMO_PROBES: [&str; 14] = [
     "chat-healthy",
     "chat-slow",
     "chat-down",
@@ -22,6 +22,10 @@ const DEMO_PROBES: [&str; 10] = [
     "digits",
     "health",
     "vision-chat",
+    "small-chat",
+    "small-completions",
+    "small-burst",
+    "small-cold",
 ];
 
 struct Demo {
