@@ -10,8 +10,9 @@
 //! into an [`Outcome`]; [`ReadyProbe::run_at_tick`] and [`ReadyProbe::run_in_turn`] first
 //! take the run's turn on its endpoint's lane (lane.rs: the agent's runs of one server
 //! take turns, a cold probe's wait for its idle window), and a burst probe's run sends
-//! its requests (alone, then together) through the same one-request path. Probes import config, outcome, net, payload, redact and human
-//! (ARCHITECTURE.md's rooms table, held by tests/it/architecture.rs).
+//! its requests (alone, then together) through the same one-request path. Probes import
+//! config, outcome, net, payload, redact and human (ARCHITECTURE.md's rooms table, held
+//! by tests/it/architecture.rs).
 
 mod answer;
 pub mod anthropic;
@@ -358,7 +359,15 @@ impl ReadyProbe {
     /// failure (or the lone request's), else its slowest request, as the unluckiest of
     /// `n` users at once saw it; its tokens are every request's.
     async fn burst(&self, n: u32, limits: &RunLimits) -> (Observation, Burst) {
-        let alone = self.measure(limits).await;
+        let mut alone = self.measure(limits).await;
+        // A server that fails one request alone gets no four more: the run has failed.
+        if let Err(f) = &mut alone.result {
+            f.message = format!(
+                "the request sent alone before the burst: {}; the burst was not sent",
+                f.message
+            );
+            return (alone, Burst::default());
+        }
         let together = futures_util::future::join_all((0..n).map(|_| self.measure(limits))).await;
         let burst = Burst {
             alone: Timing::of(&alone),
@@ -372,15 +381,10 @@ impl ReadyProbe {
                 .reduce(|a, b| a + b)
         };
         let (input, output) = (tokens(|o| o.input_tokens), tokens(|o| o.output_tokens));
-        let failed = std::iter::once((0, &alone))
-            .chain(together.iter().enumerate().map(|(i, o)| (i + 1, o)))
-            .find(|(_, o)| !o.success())
-            .map(|(i, _)| i);
-        let (mut observation, which) = match failed {
-            Some(0) => (alone, "the request sent alone before the burst".to_owned()),
+        let (mut observation, which) = match together.iter().position(|o| !o.success()) {
             Some(i) => (
-                together.into_iter().nth(i - 1).expect("found"),
-                format!("request {i} of the burst of {n}"),
+                together.into_iter().nth(i).expect("found"),
+                format!("request {} of the burst of {n}", i + 1),
             ),
             None => {
                 let key = |o: &Observation| if burst.by_ttft() { o.ttft() } else { o.total() };
