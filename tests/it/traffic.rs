@@ -307,15 +307,27 @@ async fn a_burst_on_one_slot_spreads_and_raises_the_degraded_alert_and_on_four_i
 
     let m = agent.metrics();
     let spread = |p: &str| metric_sum(&m, "inferprobe_burst_spread_ratio", &[&format!("probe=\"{p}\"")]);
+    println!(
+        "burst spreads: one slot {:.2}, four slots {:.2}",
+        spread("one-slot"),
+        spread("four-slots")
+    );
     assert!(spread("one-slot") > 0.5, "{m}");
-    assert!(spread("four-slots") < 0.2, "{m}");
+    // Served together, the four first tokens come within a few ms of the 50 ms; the
+    // bound leaves room for a busy machine's scheduling and stays far below queueing.
+    assert!(spread("four-slots") < 0.3, "{m}");
     let slowdown = metric_sum(&m, "inferprobe_burst_slowdown_ratio", &["probe=\"one-slot\""]);
     assert!(slowdown > 1.8, "{slowdown}");
     let run = last_run(&agent, "one-slot");
     assert_eq!(run["burst"]["requests"].as_array().unwrap().len(), 4, "{run}");
     assert_eq!(run["burst"]["by"], "ttft");
     // Five requests a run: one alone, then four together.
-    assert_eq!(one.log.records().len() % 5, 0);
+    let finished = runs(&agent, "one-slot") as usize;
+    let served = one.log.records().len();
+    assert!(
+        (5 * finished..5 * finished + 5).contains(&served),
+        "{served} requests for {finished} runs"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
