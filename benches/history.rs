@@ -57,6 +57,13 @@ fn main() {
             prompt_bucket: "short".into(),
             image_bucket: "none".into(),
             trace_id: None,
+            // A warm run after a probe interval's idle time, as most are.
+            idle: Some(Duration::from_secs(30)),
+            waited: Some(Duration::ZERO),
+            cold: false,
+            warmup: None,
+            burst_spread: None,
+            burst_slowdown: None,
         };
         while !writer.record(record.clone()) {
             waits += 1;
@@ -153,6 +160,12 @@ fn paced() {
             prompt_bucket: "none".into(),
             image_bucket: "none".into(),
             trace_id: None,
+            idle: Some(Duration::from_secs(30)),
+            waited: Some(Duration::ZERO),
+            cold: false,
+            warmup: None,
+            burst_spread: None,
+            burst_slowdown: None,
         })
         .collect();
     let cpu0 = cpu_seconds();

@@ -23,10 +23,10 @@ use rusqlite::{Connection, OpenFlags, params, params_from_iter};
 
 use super::StoreError;
 use crate::config::HistoryConfig;
-use crate::outcome::TokenSource;
+use crate::outcome::{TokenSource, Warmup};
 use crate::unix_time::{from_unix_ms_i64, unix_ms_i64};
 
-/// Runs queued for the writer at most (about 250 bytes each).
+/// Runs queued for the writer at most (about 400 bytes each, what a run met included).
 const QUEUE: usize = 16_384;
 /// The writer's page cache, as SQLite's `cache_size` takes it: negative is KiB.
 const WRITER_CACHE_KIB: i64 = -512;
@@ -306,8 +306,11 @@ impl Writer {
             let mut add = tx.prepare_cached(
                 "INSERT INTO runs (series, at_ms, reason, message, status, ttfb_us, ttft_us, tpot_us,
                                    total_us, tokens, prompt_bucket, image_bucket,
-                                   tokens_source, input_tokens, input_source, trace_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                                   tokens_source, input_tokens, input_source, trace_id,
+                                   idle_ms, waited_ms, cold, warmup_since_ms, warmup_cause,
+                                   burst_spread, burst_slowdown)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                         ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
             )?;
             for r in runs {
                 let known = self
@@ -342,6 +345,13 @@ impl Writer {
                     r.input_tokens.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
                     r.input_token_source,
                     r.trace_id,
+                    r.idle.map(millis),
+                    r.waited.map(millis),
+                    r.cold,
+                    r.warmup.as_ref().map(|w| unix_ms_i64(w.since)),
+                    r.warmup.as_ref().map(|w| w.cause.as_str()),
+                    r.burst_spread,
+                    r.burst_slowdown,
                 ])?;
             }
         }
@@ -507,6 +517,11 @@ fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
             .get::<_, Option<i64>>(i)?
             .map(|v| Duration::from_micros(u64::try_from(v).unwrap_or(0))))
     };
+    let ms = |i: usize| -> Result<Option<Duration>, rusqlite::Error> {
+        Ok(row
+            .get::<_, Option<i64>>(i)?
+            .map(|v| Duration::from_millis(u64::try_from(v).unwrap_or(0))))
+    };
     Ok(RunRecord {
         probe: row.get::<_, String>(0)?.into(),
         location: row.get::<_, String>(1)?.into(),
@@ -529,6 +544,18 @@ fn record(row: &rusqlite::Row<'_>) -> Result<RunRecord, rusqlite::Error> {
             .map(|t| u64::try_from(t).unwrap_or(0)),
         input_token_source: token_source(row.get(16)?),
         trace_id: row.get(17)?,
+        idle: ms(18)?,
+        waited: ms(19)?,
+        cold: row.get::<_, Option<bool>>(20)?.unwrap_or(false),
+        warmup: match row.get::<_, Option<i64>>(21)? {
+            Some(since) => Some(Warmup {
+                since: from_unix_ms_i64(since),
+                cause: row.get::<_, Option<String>>(22)?.unwrap_or_default(),
+            }),
+            None => None,
+        },
+        burst_spread: row.get(23)?,
+        burst_slowdown: row.get(24)?,
     })
 }
 
@@ -741,6 +768,10 @@ fn token_source(stored: Option<String>) -> Option<&'static str> {
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

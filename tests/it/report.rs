@@ -56,6 +56,12 @@ fn synthetic(
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
         trace_id: None,
+        idle: Some(Duration::from_secs(60)),
+        waited: Some(Duration::ZERO),
+        cold: false,
+        warmup: None,
+        burst_spread: None,
+        burst_slowdown: None,
     }
 }
 
@@ -706,6 +712,12 @@ fn timed_run(probe: &str, location: &str, at: SystemTime, ttft_us: Option<u64>, 
         prompt_bucket: "short".into(),
         image_bucket: "none".into(),
         trace_id: None,
+        idle: Some(Duration::from_secs(600)),
+        waited: Some(Duration::ZERO),
+        cold: false,
+        warmup: None,
+        burst_spread: None,
+        burst_slowdown: None,
     }
 }
 

@@ -217,3 +217,99 @@ fn a_full_queue_refuses_runs_and_counts_them_without_blocking() {
     writer.flush();
     assert!(writer.stats().written.load(Ordering::Relaxed) >= 1);
 }
+
+/// What a run met at its endpoint comes back as it was written (idle and wait at ms
+/// resolution) and reaches the API's JSON; a plain run has no warm-up and no burst.
+#[test]
+fn what_a_run_met_round_trips_to_the_api() {
+    use crate::outcome::Warmup;
+    let dir = temp_dir("conditions");
+    let store = AlertStore::open(&dir).unwrap();
+    let writer = HistoryWriter::start(store.path(), HistoryConfig::default()).unwrap();
+    let t0 = SystemTime::now() - Duration::from_secs(600);
+    let restart = t0 - Duration::from_secs(90);
+    let mut cold = sample("chat", t0, true, 40_000);
+    cold.idle = Some(Duration::from_micros(372_500_900));
+    cold.waited = Some(Duration::from_millis(1_250));
+    cold.cold = true;
+    cold.warmup = Some(Warmup {
+        since: restart,
+        cause: "the served model changed to <b>x</b>".into(),
+    });
+    cold.burst_spread = Some(0.6389);
+    cold.burst_slowdown = Some(7.0);
+    let warm = sample("chat", t0 + Duration::from_secs(60), true, 400);
+    writer.record(cold.clone());
+    writer.record(warm.clone());
+    writer.flush();
+    let reader = HistoryReader::open(store.path()).unwrap();
+    let q = RunQuery {
+        probe: None,
+        location: None,
+        since: t0 - Duration::from_secs(1),
+        until: SystemTime::now(),
+    };
+    let got = reader.results(&q, None, 10).unwrap().runs;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].idle, Some(Duration::from_millis(372_500)));
+    assert_eq!(got[0].waited, Some(Duration::from_millis(1_250)));
+    assert!(got[0].cold);
+    let w = got[0].warmup.as_ref().unwrap();
+    assert_eq!(unix_ms_i64(w.since), unix_ms_i64(restart));
+    assert_eq!(w.cause, "the served model changed to <b>x</b>");
+    assert_eq!(
+        (got[0].burst_spread, got[0].burst_slowdown),
+        (Some(0.6389), Some(7.0))
+    );
+    let json = got[0].to_json();
+    assert_eq!(json["idle_seconds"], 372.5);
+    assert_eq!(json["waited_seconds"], 1.25);
+    assert_eq!(json["start"], "cold");
+    assert_eq!(
+        json["warmup_since"],
+        humantime::format_rfc3339_millis(restart).to_string()
+    );
+    assert_eq!(json["warmup_cause"], "the served model changed to <b>x</b>");
+    assert_eq!(json["burst_spread"], 0.6389);
+    assert_eq!(json["burst_slowdown"], 7.0);
+    let plain = got[1].to_json();
+    assert_eq!(plain["start"], "warm");
+    assert_eq!(plain["idle_seconds"], 30.0);
+    for key in ["warmup_since", "warmup_cause", "burst_spread", "burst_slowdown"] {
+        assert!(plain[key].is_null(), "{key}: {plain}");
+    }
+    writer.close();
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `report` reads an old agent's store as it is (read-only: no column added): its runs
+/// say nothing of idle time or start, rather than "warm after 0 s".
+#[test]
+fn an_old_store_read_as_it_is_says_nothing_of_what_its_runs_met() {
+    let dir = temp_dir("old-store");
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("old.db");
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch(migrate::FIRST_RUNS)
+        .unwrap();
+    let reader = HistoryReader::open(&db).unwrap();
+    let q = RunQuery {
+        probe: None,
+        location: None,
+        since: SystemTime::UNIX_EPOCH,
+        until: SystemTime::now(),
+    };
+    let runs = reader.results(&q, None, 10).unwrap().runs;
+    assert_eq!(runs.len(), 1);
+    let r = &runs[0];
+    assert_eq!((r.idle, r.waited, r.cold, &r.warmup), (None, None, false, &None));
+    assert_eq!(r.start(), None);
+    let json = r.to_json();
+    assert!(
+        json["start"].is_null() && json["idle_seconds"].is_null(),
+        "{json}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
