@@ -5,7 +5,10 @@
 //! successful runs only (a fast error never improves a latency figure); attainment is
 //! the share of all runs that succeeded at or under the target (a failed run misses every
 //! target: the user waited and got nothing); a 429 counts as a failure for availability,
-//! as the user got no answer.
+//! as the user got no answer. Cold runs (a cold probe's runs that found the endpoint
+//! idle) count in availability but not in the latency figures of [`Summary::of`]: a
+//! cold start's tens of seconds would make a warm P95 say nothing of warm answers, and a
+//! few warm runs would hide the cold starts. [`Summary::of_cold`] gives them apart.
 //!
 //! A leaf: it imports no other module of the crate. It reads runs through the small
 //! [`Run`] trait, which the store's record implements, so the store and the report
@@ -26,6 +29,11 @@ pub trait Run {
 
     fn success(&self) -> bool {
         self.reason().is_none()
+    }
+
+    /// A cold probe's run that found the endpoint idle for its whole `cold.idle`.
+    fn cold(&self) -> bool {
+        false
     }
 }
 
@@ -89,23 +97,47 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Availability over every run; percentiles and attainment over the warm runs (every
+    /// run but the cold ones).
     pub fn of<R: Run>(runs: &[R], targets: &Targets) -> Summary {
-        let ok: Vec<&R> = runs.iter().filter(|r| r.success()).collect();
+        let all: Vec<&R> = runs.iter().collect();
+        let warm: Vec<&R> = runs.iter().filter(|r| !r.cold()).collect();
+        Summary::over(&all, &warm, targets)
+    }
+
+    /// The cold runs alone, every figure over them; `None` without one.
+    pub fn of_cold<R: Run>(runs: &[R], targets: &Targets) -> Option<Summary> {
+        let cold: Vec<&R> = runs.iter().filter(|r| r.cold()).collect();
+        (!cold.is_empty()).then(|| Summary::over(&cold, &cold, targets))
+    }
+
+    /// Availability over `counted`, percentiles and attainment over `timed` (some of them).
+    fn over<R: Run>(counted: &[&R], timed: &[&R], targets: &Targets) -> Summary {
+        let ok = counted.iter().filter(|r| r.success()).count();
+        let timed_ok: Vec<&R> = timed.iter().copied().filter(|r| r.success()).collect();
         let secs = |f: fn(&R) -> Option<Duration>| -> Vec<f64> {
-            ok.iter().filter_map(|r| f(r)).map(|d| d.as_secs_f64()).collect()
+            timed_ok
+                .iter()
+                .filter_map(|r| f(r))
+                .map(|d| d.as_secs_f64())
+                .collect()
         };
         let attainment = |f: fn(&R) -> Option<Duration>, target: Option<Duration>| {
             let target = target?;
-            let met = ok.iter().filter_map(|r| f(r)).filter(|d| *d <= target).count();
+            let met = timed_ok
+                .iter()
+                .filter_map(|r| f(r))
+                .filter(|d| *d <= target)
+                .count();
             // Successful runs that did not measure this at all (a kind without tokens):
             // no figure rather than a false zero. With no success, every run missed.
-            let measures = ok.is_empty() || ok.iter().any(|r| f(r).is_some());
-            (!runs.is_empty() && measures).then(|| met as f64 / runs.len() as f64)
+            let measures = timed_ok.is_empty() || timed_ok.iter().any(|r| f(r).is_some());
+            (!timed.is_empty() && measures).then(|| met as f64 / timed.len() as f64)
         };
         Summary {
-            runs: runs.len() as u64,
-            failures: (runs.len() - ok.len()) as u64,
-            availability: (!runs.is_empty()).then(|| ok.len() as f64 / runs.len() as f64),
+            runs: counted.len() as u64,
+            failures: (counted.len() - ok) as u64,
+            availability: (!counted.is_empty()).then(|| ok as f64 / counted.len() as f64),
             ttft: Quantiles::of(secs(|r| r.ttft())),
             total: Quantiles::of(secs(|r| r.total())),
             ttft_attainment: attainment(|r| r.ttft(), targets.ttft),
@@ -193,6 +225,7 @@ mod tests {
         at: SystemTime,
         ok: bool,
         total_ms: u64,
+        cold: bool,
     }
 
     impl Run for Sample {
@@ -214,6 +247,9 @@ mod tests {
         fn total(&self) -> Option<Duration> {
             Some(Duration::from_millis(self.total_ms))
         }
+        fn cold(&self) -> bool {
+            self.cold
+        }
     }
 
     fn run(at_s: u64, ok: bool, total_ms: u64) -> Sample {
@@ -221,6 +257,14 @@ mod tests {
             at: UNIX_EPOCH + Duration::from_secs(at_s),
             ok,
             total_ms,
+            cold: false,
+        }
+    }
+
+    fn cold(at_s: u64, ok: bool, total_ms: u64) -> Sample {
+        Sample {
+            cold: true,
+            ..run(at_s, ok, total_ms)
         }
     }
 
@@ -261,6 +305,30 @@ mod tests {
             (down.ttft_attainment, down.total_attainment),
             (Some(0.0), Some(0.0))
         );
+    }
+
+    /// Cold starts count for availability but stay out of the warm figures, which they
+    /// would swamp: given apart, every figure over them alone.
+    #[test]
+    fn cold_runs_count_in_availability_and_are_timed_apart() {
+        let targets = Targets {
+            ttft: Some(Duration::from_millis(500)),
+            total: None,
+            availability: None,
+        };
+        let mut runs: Vec<Sample> = (0..18).map(|i| run(i * 60, true, 400)).collect();
+        runs.push(cold(1100, true, 40_000));
+        runs.push(cold(1200, false, 60_000));
+        let s = Summary::of(&runs, &targets);
+        assert_eq!((s.runs, s.failures), (20, 1));
+        assert_eq!(s.availability, Some(0.95));
+        assert_eq!((s.ttft.p99, s.total.p99), (Some(0.2), Some(0.4)));
+        assert_eq!(s.ttft_attainment, Some(1.0), "of the warm runs");
+        let c = Summary::of_cold(&runs, &targets).unwrap();
+        assert_eq!((c.runs, c.failures, c.availability), (2, 1, Some(0.5)));
+        assert_eq!((c.ttft.p50, c.total.p95), (Some(20.0), Some(40.0)));
+        assert_eq!(c.ttft_attainment, Some(0.0));
+        assert_eq!(Summary::of_cold(&runs[..18], &targets), None);
     }
 
     #[test]

@@ -27,7 +27,7 @@ const MAX_BUCKETS: u64 = 400;
 pub struct Point {
     pub runs: u64,
     pub failures: u64,
-    /// Of successful runs, seconds; `None` without one.
+    /// Of successful warm runs, seconds; `None` without one.
     pub ttft_p95: Option<f64>,
     pub total_p95: Option<f64>,
 }
@@ -109,11 +109,12 @@ impl TrendBuilder {
                 let i = ((offset.as_secs_f64() / self.bucket.as_secs_f64()) as usize).min(count - 1);
                 let g = &mut buckets[period][i];
                 g.runs += 1;
-                if r.success() {
+                if !r.success() {
+                    g.failures += 1;
+                } else if !r.cold() {
+                    // Warm runs' latency only, as the report's rows (stats::Summary).
                     g.ttft.extend(r.ttft().map(|d| d.as_secs_f64()));
                     g.total.extend(r.total().map(|d| d.as_secs_f64()));
-                } else {
-                    g.failures += 1;
                 }
             }
         }

@@ -150,6 +150,9 @@ impl crate::stats::Run for RunRecord {
     fn total(&self) -> Option<Duration> {
         self.total
     }
+    fn cold(&self) -> bool {
+        self.cold
+    }
 }
 
 /// A run for tests elsewhere in the crate: TTFT is half of `total_ms`; a failure is a
