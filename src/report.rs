@@ -21,6 +21,7 @@ use crate::time_zone::TimeZone;
 
 mod changes;
 mod chart;
+mod cold;
 mod html;
 pub mod p95_change;
 pub mod prometheus;
@@ -28,6 +29,7 @@ mod tokens;
 pub mod trend;
 pub mod verdict;
 pub use changes::ChangeFigures;
+pub use cold::{Starts, WarmupFigures};
 pub use p95_change::{P95Change, ProbeP95};
 pub use tokens::{TokenTotals, costs_by_probe};
 pub use trend::{Point, Trend};
@@ -63,6 +65,9 @@ pub struct Row {
     pub tokens: [TokenTotals; 2],
     /// The probe's token prices, where the config gives them.
     pub cost: Option<Cost>,
+    /// Its cold runs and its endpoint's restarts in this period, apart from `current`,
+    /// whose latency is its warm runs' (cold.rs).
+    pub starts: Starts,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -229,6 +234,7 @@ impl Report {
                 previous: Summary::of(before, &t),
                 tokens: [TokenTotals::of(during), TokenTotals::of(before)],
                 cost: None,
+                starts: Starts::of(&runs, during.len(), &t),
             });
         })?;
         let probe_p95s = trends.probe_p95s();
@@ -260,23 +266,11 @@ impl Report {
     }
 
     pub fn to_json(&self) -> serde_json::Value {
-        let quantiles = |q: &Quantiles| serde_json::json!({ "p50": q.p50, "p95": q.p95, "p99": q.p99 });
-        let summary = |s: &Summary| {
-            serde_json::json!({
-                "runs": s.runs,
-                "failures": s.failures,
-                "availability": s.availability,
-                "ttft_seconds": quantiles(&s.ttft),
-                "total_seconds": quantiles(&s.total),
-                "ttft_slo_attainment": s.ttft_attainment,
-                "total_slo_attainment": s.total_attainment,
-            })
-        };
         let probes: Vec<serde_json::Value> = self
             .rows
             .iter()
             .map(|r| {
-                let mut o = summary(&r.current);
+                let mut o = summary_json(&r.current);
                 o["probe"] = r.probe.clone().into();
                 o["location"] = r.location.clone().into();
                 o["objectives"] = serde_json::json!({
@@ -288,7 +282,7 @@ impl Report {
                     (Some(a), Some(t)) => (a >= t).into(),
                     _ => serde_json::Value::Null,
                 };
-                o["previous"] = summary(&r.previous);
+                o["previous"] = summary_json(&r.previous);
                 // Every objective of the row, availability and latency alike.
                 let has_objective =
                     r.targets.availability.is_some() || r.targets.ttft.is_some() || r.targets.total.is_some();
@@ -300,6 +294,7 @@ impl Report {
                 o["error_budget_left"] =
                     verdict::budget_left(r.current.runs, r.current.failures, r.targets.availability).into();
                 tokens::add_json(&mut o, r);
+                cold::add_json(&mut o, r);
                 o
             })
             .collect();
@@ -338,6 +333,7 @@ impl Report {
                         "objective": m.objective,
                         "actual": m.actual,
                         "target": m.target,
+                        "start": if m.cold { "cold" } else { "warm" },
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -562,6 +558,7 @@ impl Report {
                 ]);
             }
         }
+        cold::mark_warm_only(&self.rows, [&mut ttft, &mut total, &mut attainment]);
         availability.empty = "No runs in this period.".into();
         ttft.empty = "No successful run measured a first token.".into();
         total.empty = "No successful runs.".into();
@@ -623,8 +620,24 @@ impl Report {
         tables.extend(changes::table(&self.model_changes, |t| {
             self.time_zone.clock_with_offset(t)
         }));
+        tables.extend(cold::tables(&self.rows, |t| self.time_zone.clock(t)));
         tables
     }
+}
+
+/// A summary's figures as the JSON report gives them, for a row's periods and its cold
+/// runs alike.
+fn summary_json(s: &Summary) -> serde_json::Value {
+    let quantiles = |q: &Quantiles| serde_json::json!({ "p50": q.p50, "p95": q.p95, "p99": q.p99 });
+    serde_json::json!({
+        "runs": s.runs,
+        "failures": s.failures,
+        "availability": s.availability,
+        "ttft_seconds": quantiles(&s.ttft),
+        "total_seconds": quantiles(&s.total),
+        "ttft_slo_attainment": s.ttft_attainment,
+        "total_slo_attainment": s.total_attainment,
+    })
 }
 
 /// A table cell as Markdown shows it literally. Probe and location names come from

@@ -6,15 +6,16 @@
 //! length (`[Ns]`, and `[Ns] offset Ns` for the previous period), plus one range query
 //! for incidents and one instant query per listed incident:
 //!
-//! - runs and failures: `sum by (probe, location, result) (increase(inferprobe_runs_total[N]))`,
-//!   rounded to whole runs. `increase()` only sees the change between samples, so runs
+//! - runs and failures: `sum by (probe, location, result, start) (increase(inferprobe_runs_total[N]))`,
+//!   rounded to whole runs (every start for availability, the warm ones for attainment). `increase()` only sees the change between samples, so runs
 //!   before a series' first scrape are missed (at most about one scrape interval's worth
 //!   per series); availability is computed from the rounded counts so the figures agree.
-//! - percentiles: `histogram_quantile(q, sum by (probe, location, le) (increase(..._bucket[N])))`
-//!   for the TTFT and end-to-end histograms (successful runs only), the prompt and image
-//!   buckets summed away; `or` the same over their native histograms
-//!   (`sum by (probe, location) (increase(...[N]))`), which is all a Prometheus with
-//!   native histograms enabled stores of them (no `_bucket` series).
+//! - percentiles: `histogram_quantile(q, sum by (probe, location, le) (increase(..._bucket{start!="cold"}[N])))`
+//!   for the TTFT and end-to-end histograms (successful warm runs only: cold runs have
+//!   their own, cold.rs), the prompt and image buckets summed away; `or` the same over
+//!   their native histograms (`sum by (probe, location) (increase(...{start!="cold"}[N]))`),
+//!   which is all a Prometheus with native histograms enabled stores of them (no
+//!   `_bucket` series).
 //! - attainment: the same bucket sums, interpolated here (see [`attainment`]); where there
 //!   are no buckets, `histogram_fraction(0, target, ...)` of the native histogram, asked
 //!   once per distinct target.
@@ -34,6 +35,7 @@ use crate::report::{Report, Row, top, trend};
 use crate::stats::{Incident, Quantiles, Summary, Targets};
 use crate::time_zone::TimeZone;
 
+mod cold;
 mod trends;
 
 /// Per query: a slow Prometheus (a 7-day range over thousands of series) gets this long.
@@ -50,6 +52,9 @@ const RUNS: &str = "inferprobe_runs_total";
 const TTFT: &str = "inferprobe_ttft_seconds";
 const TOTAL: &str = "inferprobe_e2e_latency_seconds";
 const UP: &str = "inferprobe_up";
+/// The latency histograms' warm series: a cold probe's cold runs (`start="cold"`) have
+/// figures of their own (cold.rs), as in the local report (stats::Summary).
+const WARM: &str = "{start!=\"cold\"}";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrometheusError {
@@ -111,9 +116,11 @@ pub async fn report(
     let mut queries: Vec<String> = Vec::new();
     for previous in [false, true] {
         let r = range(previous);
-        queries.push(format!("sum by (probe, location, result) (increase({RUNS}{r}))"));
+        queries.push(format!(
+            "sum by (probe, location, result, start) (increase({RUNS}{r}))"
+        ));
         for metric in [TTFT, TOTAL] {
-            let buckets = format!("sum by (probe, location, le) (increase({metric}_bucket{r}))");
+            let buckets = format!("sum by (probe, location, le) (increase({metric}_bucket{WARM}{r}))");
             let native = native_sum(metric, &r);
             for q in ["0.5", "0.95", "0.99"] {
                 queries.push(format!(
@@ -140,7 +147,8 @@ pub async fn report(
     let mut previous = period();
 
     // Rows: every (probe, location) with runs in either period.
-    let (now_runs, before_runs) = (current.run_counts(), previous.run_counts());
+    let (now_runs, before_runs) = (current.run_counts(Start::Any), previous.run_counts(Start::Any));
+    let warm = [current.run_counts(Start::Warm), previous.run_counts(Start::Warm)];
     let mut keys: Vec<Key> = now_runs
         .iter()
         .chain(&before_runs)
@@ -152,13 +160,15 @@ pub async fn report(
     let probe_targets: BTreeMap<String, Targets> =
         keys.iter().map(|k| (k.0.clone(), targets(&k.0))).collect();
     native_attainment(&prom, at, &range, &probe_targets, [&mut current, &mut previous]).await?;
+    let mut starts = cold::starts(&prom, at, &range(false), current.run_counts(Start::Cold)).await?;
     let rows = keys
         .into_iter()
         .map(|key| {
             let t = probe_targets[key.0.as_str()];
             Row {
-                current: current.summary(&key, &now_runs, &t),
-                previous: previous.summary(&key, &before_runs, &t),
+                current: current.summary(&key, [&now_runs, &warm[0]], &t),
+                previous: previous.summary(&key, [&before_runs, &warm[1]], &t),
+                starts: starts.remove(&key).unwrap_or_default(),
                 probe: key.0,
                 location: key.1,
                 targets: t,
@@ -233,7 +243,7 @@ pub async fn report(
 
 /// A native histogram's observations over a range, per probe and location.
 fn native_sum(metric: &str, range: &str) -> String {
-    format!("sum by (probe, location) (increase({metric}{range}))")
+    format!("sum by (probe, location) (increase({metric}{WARM}{range}))")
 }
 
 /// Fills each period's `fractions`: per distinct latency target, the share of each native
@@ -339,6 +349,15 @@ impl Latency {
     }
 }
 
+/// The runs a count takes, by their `start` label.
+#[derive(Clone, Copy, PartialEq)]
+enum Start {
+    Any,
+    /// Runs without `start="cold"`.
+    Warm,
+    Cold,
+}
+
 #[derive(Default, Clone, Copy)]
 struct Counts {
     success: u64,
@@ -354,9 +373,13 @@ struct Period {
 impl Period {
     /// Runs by result, rounded to whole runs (increase() extrapolates to the range's
     /// edges, so it returns fractions).
-    fn run_counts(&self) -> BTreeMap<Key, Counts> {
+    fn run_counts(&self, start: Start) -> BTreeMap<Key, Counts> {
         let mut raw: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
         for (labels, value) in &self.runs {
+            let cold = labels.get("start").is_some_and(|s| s == "cold");
+            if (start == Start::Warm && cold) || (start == Start::Cold && !cold) {
+                continue;
+            }
             let entry = raw.entry(key_of(labels)).or_default();
             match labels.get("result").map(String::as_str) {
                 Some("failure") => entry.1 += value,
@@ -376,9 +399,12 @@ impl Period {
             .collect()
     }
 
-    fn summary(&self, key: &Key, counts: &BTreeMap<Key, Counts>, targets: &Targets) -> Summary {
-        let c = counts.get(key).copied().unwrap_or_default();
+    /// Availability over `[all, warm]` runs' first, attainment over the second (the
+    /// histograms read are the warm runs').
+    fn summary(&self, key: &Key, [all, warm]: [&BTreeMap<Key, Counts>; 2], targets: &Targets) -> Summary {
+        let c = all.get(key).copied().unwrap_or_default();
         let runs = c.success + c.failure;
+        let w = warm.get(key).copied().unwrap_or_default();
         Summary {
             runs,
             failures: c.failure,
@@ -387,8 +413,8 @@ impl Period {
             total: self.total.quantiles(key),
             // The histograms hold successful runs only; a failed run misses every
             // target, so the share among successes is scaled to all runs.
-            ttft_attainment: all_runs(self.ttft.attainment(key, targets.ttft), targets.ttft, c),
-            total_attainment: all_runs(self.total.attainment(key, targets.total), targets.total, c),
+            ttft_attainment: all_runs(self.ttft.attainment(key, targets.ttft), targets.ttft, w),
+            total_attainment: all_runs(self.total.attainment(key, targets.total), targets.total, w),
         }
     }
 }

@@ -55,6 +55,7 @@ fn report() -> Report {
                 output_per_million: 0.60,
                 currency: "USD".into(),
             }),
+            starts: Default::default(),
         }],
         incidents: vec![Incident {
             probe: "chat|api".into(),

@@ -57,6 +57,8 @@ pub struct Miss {
     /// (no successful run to take a latency from).
     pub actual: Option<f64>,
     pub target: f64,
+    /// A latency objective the cold runs missed, on their own P95 (cold.rs).
+    pub cold: bool,
 }
 
 impl Miss {
@@ -65,6 +67,11 @@ impl Miss {
             "availability" => ("availability", self.actual.map(percent), percent(self.target)),
             "ttft_p95" => ("P95 TTFT", self.actual.map(seconds), seconds(self.target)),
             _ => ("P95 total", self.actual.map(seconds), seconds(self.target)),
+        };
+        let what = if self.cold {
+            super::cold::cold_words(self.objective)
+        } else {
+            what
         };
         let shown = shown.unwrap_or_else(|| "not measured (no successful run)".into());
         format!("{what} {shown} against {target} in {}", self.location)
@@ -165,6 +172,7 @@ pub fn misses(row: &Row) -> Vec<Miss> {
         objective,
         actual,
         target,
+        cold: false,
     };
     if let Some(t) = row.targets.availability
         && c.availability.is_some_and(|a| a < t)
@@ -188,6 +196,7 @@ pub fn misses(row: &Row) -> Vec<Miss> {
             _ => {}
         }
     }
+    out.extend(super::cold::misses(row));
     out
 }
 
@@ -265,6 +274,7 @@ mod tests {
             previous: Summary::default(),
             tokens: Default::default(),
             cost: None,
+            starts: Default::default(),
         }
     }
 

@@ -47,6 +47,7 @@ mod prometheus;
 mod regions;
 mod reload_under_load;
 mod report;
+mod report_cold;
 mod report_prometheus;
 mod requests;
 mod routes;

@@ -4,8 +4,8 @@
 //! `offset` for the previous period, so both are aligned bucket by bucket.
 //!
 //! - runs and failures: `sum by (probe, result) (increase(inferprobe_runs_total[B]))`;
-//! - P95 TTFT and total: `histogram_quantile(0.95, ...)` over the buckets' increase,
-//!   or the native histogram's;
+//! - P95 TTFT and total: `histogram_quantile(0.95, ...)` over the warm series' buckets'
+//!   increase (`start!="cold"`), or the native histogram's;
 //! - where the data starts: the earliest `inferprobe_up` sample in both periods,
 //!   `min(min_over_time(timestamp(inferprobe_up)[2N:step]))`, as precise as the step;
 //! - each whole period's P95s, for the lines under the verdicts: the P95 expressions
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Matrix, Prom, PrometheusError, RUNS, TOTAL, TTFT, UP, Vector, instant_all, unix, whole};
+use super::{Matrix, Prom, PrometheusError, RUNS, TOTAL, TTFT, UP, Vector, WARM, instant_all, unix, whole};
 use crate::report::ProbeP95;
 use crate::report::trend::{Point, Trend, bucket_count};
 
@@ -36,8 +36,8 @@ fn expression(figure: Figure, window: u64, offset: u64) -> String {
     };
     let p95 = |metric: &str| {
         format!(
-            "histogram_quantile(0.95, sum by (probe, le) (increase({metric}_bucket{range}))) \
-             or histogram_quantile(0.95, sum by (probe) (increase({metric}{range})))"
+            "histogram_quantile(0.95, sum by (probe, le) (increase({metric}_bucket{WARM}{range}))) \
+             or histogram_quantile(0.95, sum by (probe) (increase({metric}{WARM}{range})))"
         )
     };
     match figure {
@@ -198,12 +198,14 @@ mod tests {
         );
         let now = expression(Figure::TtftP95, 3600, 0);
         assert!(
-            now.contains("sum by (probe, le) (increase(inferprobe_ttft_seconds_bucket[3600s]))"),
+            now.contains(
+                "sum by (probe, le) (increase(inferprobe_ttft_seconds_bucket{start!=\"cold\"}[3600s]))"
+            ),
             "{now}"
         );
         assert!(
             now.contains(
-                "or histogram_quantile(0.95, sum by (probe) (increase(inferprobe_ttft_seconds[3600s])))"
+                "or histogram_quantile(0.95, sum by (probe) (increase(inferprobe_ttft_seconds{start!=\"cold\"}[3600s])))"
             ),
             "{now}"
         );
