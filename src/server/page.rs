@@ -3,7 +3,8 @@
 //! itself every 30 s.
 //!
 //! Everything shown is computed by [`board`] from the history (7 days of this
-//! location's runs), the latest outcomes and the alert board; rendering is pure.
+//! location's runs), the latest outcomes and the alert board; rendering is pure. Cold
+//! starts, warm-ups and bursts are drawn by conditions.rs.
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
@@ -15,6 +16,7 @@ use crate::human::{html_escape as esc, percent, seconds, shorten, span};
 use crate::stats::{Summary, Targets, percentile};
 use crate::store::{ModelChange, RunRecord};
 use crate::time_zone::TimeZone;
+use conditions::{Conditions, Frame};
 
 /// The windows of the status page.
 pub const WINDOWS: [(Duration, &str); 3] = [
@@ -55,6 +57,8 @@ pub struct ProbeView {
     /// Changes of the served model, oldest first: a marker each on the chart, where
     /// they fall within its span.
     pub model_changes: Vec<ModelChange>,
+    /// Cold starts, warm-ups and the last burst (conditions.rs).
+    pub conditions: Conditions,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -134,6 +138,7 @@ impl ProbeView {
             chart: chart(runs, now, chart_span),
             chart_span,
             model_changes: Vec::new(),
+            conditions: Conditions::of(runs, now, chart_span),
         }
     }
 
@@ -163,11 +168,12 @@ fn chart(runs: &[RunRecord], now: SystemTime, span: Duration) -> Vec<ChartBucket
         let i = (r.at.duration_since(start).unwrap_or_default().as_secs_f64() / width.as_secs_f64()) as usize;
         let i = i.min(CHART_BUCKETS - 1);
         buckets[i].runs += 1;
-        if r.success() {
+        if !r.success() {
+            buckets[i].failures += 1;
+        } else if !r.cold {
+            // The lines are the warm runs' P95; cold starts are marks of their own.
             totals[i].extend(r.total.map(|d| d.as_secs_f64()));
             ttfts[i].extend(r.ttft.map(|d| d.as_secs_f64()));
-        } else {
-            buckets[i].failures += 1;
         }
     }
     for (i, b) in buckets.iter_mut().enumerate() {
@@ -190,8 +196,8 @@ pub struct AgentView {
 }
 
 const STYLE: &str = "
-:root{--bg:#fff;--fg:#1b1f24;--mute:#5b6470;--line:#d8dde3;--card:#f6f8fa;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700;--none:#6e7781;--chart:#0969da;--ttft:#8250df}
-@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mute:#9198a1;--line:#30363d;--card:#161b22;--ok:#3fb950;--bad:#f85149;--warn:#d29922;--none:#9198a1;--chart:#4493f8;--ttft:#ab7df8}
+:root{--bg:#fff;--fg:#1b1f24;--mute:#5b6470;--line:#d8dde3;--card:#f6f8fa;--ok:#1a7f37;--bad:#cf222e;--warn:#9a6700;--none:#6e7781;--chart:#0969da;--ttft:#8250df;--cold:#bc4c00}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mute:#9198a1;--line:#30363d;--card:#161b22;--ok:#3fb950;--bad:#f85149;--warn:#d29922;--none:#9198a1;--chart:#4493f8;--ttft:#ab7df8;--cold:#f0883e}
 .badge.ok{background:#238636}.badge.bad{background:#b62324}.badge.warn{background:#9e6a03}.badge.none{background:#6e7681}}
 *{box-sizing:border-box}
 body{margin:0;padding:12px;font:14px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;background:var(--bg);color:var(--fg)}
@@ -216,6 +222,9 @@ th[scope=row]{font-weight:normal}
 .alert.warn{color:var(--warn)}
 svg{width:100%;height:auto;display:block}
 .scroll{overflow-x:auto}
+.tag{font-size:11px;padding:0 4px;border:1px solid;border-radius:4px;white-space:nowrap}
+.tag.cold{color:var(--cold)}.tag.warmup{color:var(--warn)}
+.warmup-key{background:color-mix(in srgb,var(--warn) 25%,transparent);padding:0 3px}
 footer{margin-top:16px;font-size:12px}
 ";
 
@@ -370,6 +379,7 @@ fn windows_table(out: &mut String, p: &ProbeView) {
         }
         out.push_str("</tr>");
     }
+    conditions::cold_row(out, p);
     out.push_str("</tbody></table>");
     if let Some((summary, covered)) = p.windows.last()
         && summary.runs > 0
@@ -395,13 +405,15 @@ fn last_lines(out: &mut String, p: &ProbeView, agent: &AgentView) {
         Some(r) => {
             let _ = write!(
                 out,
-                "<div>Last run {} ago: {}</div>",
+                "<div>Last run {} ago: {}{}</div>",
                 span(now.duration_since(r.at).unwrap_or_default()),
-                run_result(r)
+                run_result(r),
+                conditions::run_tags(r)
             );
         }
         None => out.push_str("<div class=mute>No runs yet.</div>"),
     }
+    conditions::burst_line(out, p, now);
     match &p.last_failure {
         Some(f) => {
             let _ = write!(
@@ -452,17 +464,35 @@ fn run_result(r: &RunRecord) -> String {
 
 fn chart_block(out: &mut String, p: &ProbeView, agent: &AgentView, width: u32, height: u32) {
     let marks = change_marks(p, agent);
-    let mut svg = svg_chart(&p.chart, width, height);
-    if !marks.is_empty() {
-        let at = svg.len() - "</svg>".len();
-        svg.insert_str(at, &svg_marks(&marks, width, height));
-    }
-    out.push_str(&svg);
-    let legend = if marks.is_empty() {
-        ""
-    } else {
-        " · <span style=\"color:var(--warn)\">┆ model changed</span>"
+    // The lines' scale; a chart of cold starts only is scaled to them.
+    let warm_max = p
+        .chart
+        .iter()
+        .flat_map(|b| [b.total_p95, b.ttft_p95])
+        .flatten()
+        .fold(0.0_f64, f64::max);
+    let frame = Frame {
+        start: agent
+            .now
+            .checked_sub(p.chart_span)
+            .unwrap_or(SystemTime::UNIX_EPOCH),
+        span: p.chart_span,
+        width: f64::from(width),
+        plot: f64::from(height) - 12.0,
+        max: if warm_max > 0.0 {
+            warm_max
+        } else {
+            p.conditions.cold_max()
+        },
     };
+    let under = conditions::svg_warmups(&p.conditions, &frame, agent);
+    let mut over = conditions::svg_cold(&p.conditions, &frame, agent);
+    over += &svg_marks(&marks, width, height);
+    out.push_str(&svg_chart(&p.chart, width, height, frame.max, [&under, &over]));
+    let mut legend = conditions::legend(&p.conditions, &frame);
+    if !marks.is_empty() {
+        legend.push_str(" · <span style=\"color:var(--warn)\">┆ model changed</span>");
+    }
     let _ = write!(
         out,
         "<div class=mute style=\"display:flex;justify-content:space-between;font-size:11px\"><span>{} ago</span>\
@@ -523,18 +553,14 @@ fn svg_marks(marks: &[(f64, String)], width: u32, height: u32) -> String {
     svg
 }
 
-/// A latency chart: P95 of total (and TTFT) per bucket, failures as red bars.
-fn svg_chart(buckets: &[ChartBucket], width: u32, height: u32) -> String {
-    let max = buckets
-        .iter()
-        .flat_map(|b| [b.total_p95, b.ttft_p95])
-        .flatten()
-        .fold(0.0_f64, f64::max);
+/// A latency chart: P95 of total (and TTFT) per bucket scaled to `max`, failures as red
+/// bars; `under` drawn before the lines, `over` after them.
+fn svg_chart(buckets: &[ChartBucket], width: u32, height: u32, max: f64, [under, over]: [&str; 2]) -> String {
     let (w, h) = (f64::from(width), f64::from(height));
     let plot = h - 12.0; // room for the failure strip
     let step = w / buckets.len().max(1) as f64;
     let mut svg = format!(
-        "<svg viewBox=\"0 0 {width} {height}\" role=img aria-label=\"latency chart\"><rect width=\"{width}\" height=\"{plot}\" fill=none stroke=\"var(--line)\"/>"
+        "<svg viewBox=\"0 0 {width} {height}\" role=img aria-label=\"latency chart\"><rect width=\"{width}\" height=\"{plot}\" fill=none stroke=\"var(--line)\"/>{under}"
     );
     let line = |pick: fn(&ChartBucket) -> Option<f64>, color: &str| {
         let mut paths = String::new();
@@ -580,6 +606,7 @@ fn svg_chart(buckets: &[ChartBucket], width: u32, height: u32) -> String {
             );
         }
     }
+    svg.push_str(over);
     if max > 0.0 {
         let _ = write!(
             svg,
@@ -638,7 +665,7 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
     );
     let _ = write!(
         out,
-        "<div class=scroll><table><thead><tr><th>started ({})</th><th>result</th><th>HTTP</th><th>TTFB</th>\
+        "<div class=scroll><table><thead><tr><th>started ({})</th><th>result</th><th>idle before</th><th>HTTP</th><th>TTFB</th>\
          <th>TTFT</th><th>TPOT</th><th>total</th><th>tokens</th><th>prompt</th><th>trace id</th><th>message</th></tr></thead><tbody>",
         agent.time_zone.name()
     );
@@ -646,12 +673,13 @@ pub fn probe_page(agent: &AgentView, p: &ProbeView, recent: &[RunRecord]) -> Str
     for r in recent {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td style=\"text-align:left;white-space:normal;min-width:20em\">{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td style=\"text-align:left;white-space:normal;min-width:20em\">{}</td></tr>",
             esc(&agent.time_zone.clock(r.at)),
             match &r.reason {
                 None => "<span style=\"color:var(--ok)\">ok</span>".to_owned(),
                 Some(reason) => format!("<span class=fail>{}</span>", esc(reason)),
             },
+            conditions::idle_cell(r, agent),
             r.status.map(|s| s.to_string()).unwrap_or_else(|| "–".into()),
             cell(r.ttfb),
             cell(r.ttft),
@@ -694,5 +722,6 @@ pub fn url_encode(s: &str) -> String {
     utf8_percent_encode(s, NOT_UNRESERVED).to_string()
 }
 
+mod conditions;
 #[cfg(test)]
 mod tests;

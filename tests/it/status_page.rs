@@ -177,3 +177,116 @@ fn the_demo_status_page_renders_in_chromium_with_every_probe_and_no_errors() {
     let (status, _, _) = http_get(&demo.addr, "/probes/nope", None);
     assert_eq!(status, 404);
 }
+
+/// A real agent's cold probe, its warm-ups and a burst probe, on the API and the status
+/// page: an Ollama-speaking simulator unloads its model after a second idle, so each run
+/// of the cold probe finds it idle (a cold start) and waits for a 1.5 s load. A plain
+/// probe of the same endpoint, held off before each cold run, finds the model unloaded
+/// too: for a run that did not go looking for it, Ollama's `load_duration` is a restart,
+/// and the endpoint's runs after it fall in its warm-up, the cold probe's included. The
+/// runs' JSON carries what they met; the cold probe's page marks the cold starts and
+/// shades the warm-ups, and in Chromium (where installed) both are drawn.
+#[tokio::test(flavor = "multi_thread")]
+async fn cold_starts_and_warmups_reach_the_api_and_the_charts() {
+    use crate::support::{Daemon, simulator, temp_dir, wait_until};
+    use inferprobe::simulate::Script;
+    let quick = Script {
+        ttft: Duration::from_millis(20),
+        tokens: 4,
+        ..Default::default()
+    };
+    let unloading = simulator(Script {
+        cold_after: Some(Duration::from_secs(1)),
+        cold_load: Duration::from_millis(1500),
+        ..quick.clone()
+    })
+    .await;
+    let warm = simulator(quick).await;
+    let dir = temp_dir("status-page-cold");
+    let config = dir.join("probes.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "agent: {{location: here}}\nprobes:\n  - name: cold\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 5s\n    timeout: 3s\n    cold: {{idle: 1500ms}}\n  - name: sleepy\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 2s\n  - name: burst\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 2s\n    burst: 3\n",
+            unloading.addr, unloading.addr, warm.addr
+        ),
+    )
+    .unwrap();
+    let agent = Daemon::start(&config, &[]);
+    let mut runs = serde_json::Value::Null;
+    // Settled cold runs, the latest in a warm-up of the plain probe's making.
+    wait_until(
+        "cold runs in a warm-up in the history",
+        Duration::from_secs(60),
+        || {
+            let (_, _, body) = http_get(&agent.addr, "/api/v1/results?probe=cold&since=5m", None);
+            runs = serde_json::from_str(&body).unwrap_or_default();
+            runs["count"].as_u64().unwrap_or(0) >= 2
+                && runs["results"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|r| r["warmup_cause"].is_string()))
+        },
+    );
+    for run in runs["results"].as_array().unwrap() {
+        assert_eq!(run["start"], "cold", "{runs:#}");
+        assert!(run["idle_seconds"].as_f64().unwrap() >= 1.5, "{run:#}");
+        assert!(run["waited_seconds"].as_f64().is_some(), "{run:#}");
+        assert!(run["burst_spread"].is_null(), "{run:#}");
+    }
+    let warming = runs["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["warmup_cause"].is_string())
+        .unwrap();
+    assert!(
+        warming["warmup_cause"]
+            .as_str()
+            .unwrap()
+            .contains("loaded the model for this request"),
+        "{warming:#}"
+    );
+    assert!(warming["warmup_since"].is_string(), "{warming:#}");
+    wait_until("a burst run in the history", Duration::from_secs(30), || {
+        let (_, _, body) = http_get(&agent.addr, "/api/v1/results?probe=burst&since=5m", None);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v["results"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["burst_slowdown"].as_f64().is_some()))
+    });
+
+    for path in ["/", "/probes/cold"] {
+        let (status, _, html) = http_get(&agent.addr, path, None);
+        assert_eq!(status, 200, "{path}");
+        assert!(html.matches("<g class=cold-run>").count() >= 2, "{path}: {html}");
+        assert!(html.contains("<g class=warmup>"), "{path}: {html}");
+        assert!(html.contains("the server loaded the model"), "{path}: {html}");
+        assert!(html.contains("○ cold start</span>"), "{path}: {html}");
+    }
+    let (_, _, page) = http_get(&agent.addr, "/probes/cold", None);
+    assert!(page.contains("<span class=\"tag cold\">cold</span>"), "{page}");
+    let (_, _, page) = http_get(&agent.addr, "/probes/burst", None);
+    assert!(page.contains("Last burst"), "{page}");
+
+    // Drawn in a real browser: a band of some width, a cold mark of some size.
+    let drawn = "(() => { const b = document.querySelector('g.warmup rect'); \
+                 const c = document.querySelector('g.cold-run > :last-child'); \
+                 return [b ? b.getBoundingClientRect().width : 0, c ? c.getBoundingClientRect().width : 0]; })()";
+    if let Some(page) = crate::support::browser::render_with(
+        &format!("http://{}/probes/cold", agent.addr),
+        1280,
+        900,
+        false,
+        drawn,
+    ) {
+        eprintln!(
+            "the cold probe's page: {}",
+            page.save_png("cold-starts").display()
+        );
+        assert!(page.console_errors.is_empty(), "{:#?}", page.console_errors);
+        let sizes = page.evaluated.as_array().unwrap();
+        assert!(sizes[0].as_f64().unwrap_or(0.0) >= 2.0, "{page:?}");
+        assert!(sizes[1].as_f64().unwrap_or(0.0) >= 5.0, "{page:?}");
+        assert!(page.text.contains("cold start"), "the legend: {}", page.text);
+    }
+}

@@ -203,3 +203,151 @@ fn a_model_change_is_a_marker_on_the_chart_with_escaped_words() {
         "{quiet}"
     );
 }
+
+/// A cold probe's cold starts are marks of their own (hollow circles with their figures
+/// as the tooltip), out of the P95 lines and their scale; a warm-up is a shaded band
+/// whose tooltip gives the server's words escaped; a burst's last figures and each run's
+/// idle time and tags are shown.
+#[test]
+fn cold_starts_warmups_and_bursts_are_drawn_apart_and_escaped() {
+    use crate::outcome::Warmup;
+    let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let restart = now - Duration::from_secs(300);
+    let runs: Vec<RunRecord> = (0..40u64)
+        .map(|i| {
+            let mut r = run(now - Duration::from_secs(1200 - i * 30), i != 33, 400);
+            if i % 10 == 5 {
+                r.cold = true;
+                r.idle = Some(Duration::from_secs(400));
+                r.ttft = r.ttft.map(|_| Duration::from_secs(40));
+                r.total = Some(Duration::from_secs(45));
+            }
+            // Three runs after the restart fell in its warm-up, the failed one among them.
+            if (31..34).contains(&i) {
+                r.warmup = Some(Warmup {
+                    since: restart,
+                    cause: "the served model changed to <script>x</script> & \"v2\"".into(),
+                });
+            }
+            if i == 38 {
+                r.burst_spread = Some(0.6389);
+                r.burst_slowdown = Some(7.0);
+            }
+            r
+        })
+        .collect();
+    let view = ProbeView::new("chat", &runs, None, Vec::new(), now);
+    let agent = AgentView {
+        location: "eu".into(),
+        started_at: now - Duration::from_secs(1200),
+        history_since: Some(runs[0].at),
+        now,
+        time_zone: TimeZone::UTC,
+    };
+    let card = index(&agent, std::slice::from_ref(&view));
+    let page = probe_page(&agent, &view, &runs);
+    for html in [&card, &page] {
+        assert_eq!(html.matches("<g class=cold-run>").count(), 4, "{html}");
+        assert!(
+            html.contains("<title>cold start at 2027-01-15 07:42:30 UTC: TTFT 40.00 s, total 45.00 s, after 6 min idle</title>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("○ cold start</span> (▲ over the scale)"),
+            "the legend: {html}"
+        );
+        // The lines' scale is the warm runs' (TTFT 200 ms, total 400 ms): the marks of
+        // 40 s are triangles on its top edge.
+        assert_eq!(html.matches("<path d=\"M").count(), 2 + 4, "{html}");
+        assert!(html.contains(">400 ms</text>"), "{html}");
+        assert!(!html.contains(">45.00 s</text>"), "{html}");
+        assert_eq!(html.matches("<g class=warmup>").count(), 1, "{html}");
+        assert!(
+            html.contains(
+                "<title>warm-up after a restart at 2027-01-15 07:55:00 UTC: the served model changed to \
+                 &lt;script&gt;x&lt;/script&gt; &amp; &quot;v2&quot; (3 runs, 1 failed)</title>"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(
+            html.contains(
+                "<th scope=row>P95 cold start</th><td class=partial title=\"4 cold runs\">40.00 s</td>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("Last burst 1 min ago: spread 0.64 (standard deviation over mean), 7.0× the time of one request alone"),
+            "{html}"
+        );
+        for (i, _) in html.match_indices("/>") {
+            let before = html[..i].chars().last().unwrap();
+            assert!(
+                before == '"' || before == ' ',
+                "{}",
+                &html[i.saturating_sub(40)..i + 2]
+            );
+        }
+    }
+    // The band runs from the restart (5 of 20 minutes before now: x 600 of 800) to the
+    // end of its last run.
+    assert!(page.contains("<rect x=\"600.0\" y=0 width=\""), "{page}");
+    // The run table: idle time, and the tags.
+    assert!(page.contains("<th>idle before</th>"), "{page}");
+    assert!(
+        page.contains("<td>6 min <span class=\"tag cold\">cold</span></td>"),
+        "{page}"
+    );
+    assert_eq!(
+        page.matches("<span class=\"tag warmup\" title=").count(),
+        3,
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>30.00 s</td>"),
+        "a warm run's idle time: {page}"
+    );
+    // A probe without any: none of it.
+    let plain: Vec<RunRecord> = runs
+        .iter()
+        .map(|r| RunRecord {
+            cold: false,
+            warmup: None,
+            burst_spread: None,
+            burst_slowdown: None,
+            ..r.clone()
+        })
+        .collect();
+    let quiet = index(&agent, &[ProbeView::new("chat", &plain, None, Vec::new(), now)]);
+    for absent in ["cold-run", "class=warmup", "cold start", "Last burst"] {
+        assert!(!quiet.contains(absent), "{absent}: {quiet}");
+    }
+}
+
+/// A probe whose every run is a cold start still has a chart: scaled to its marks.
+#[test]
+fn a_chart_of_cold_starts_only_is_scaled_to_them() {
+    let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let runs: Vec<RunRecord> = (0..3u64)
+        .map(|i| {
+            let mut r = run(now - Duration::from_secs(1800 - i * 600), true, 30_000);
+            r.cold = true;
+            r
+        })
+        .collect();
+    let view = ProbeView::new("cold", &runs, None, Vec::new(), now);
+    assert!(view.chart.iter().all(|b| b.ttft_p95.is_none()));
+    let agent = AgentView {
+        location: "eu".into(),
+        started_at: now - Duration::from_secs(1800),
+        history_since: Some(runs[0].at),
+        now,
+        time_zone: TimeZone::UTC,
+    };
+    let html = index(&agent, &[view]);
+    assert_eq!(html.matches("<g class=cold-run>").count(), 3, "{html}");
+    assert!(html.contains(">15.00 s</text>"), "the scale: {html}");
+    assert!(!html.contains("no successful runs"), "{html}");
+    // The TTFT of 15 s is the top of the plot (y 4 of a 52-high plot).
+    assert!(html.contains("cy=\"4.0\""), "{html}");
+}
