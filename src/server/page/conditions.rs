@@ -103,7 +103,8 @@ impl Conditions {
                 .collect();
         }
         // A warm-up that began before the span still shades the part of it in the span.
-        for r in runs.iter().filter(|r| r.at >= start) {
+        let in_span = runs.partition_point(|r| r.at < start);
+        for r in &runs[in_span..] {
             if r.cold {
                 c.cold.push(ColdRun {
                     at: r.at,
