@@ -20,7 +20,7 @@ use crate::PortArgs;
 const DEMO_CONFIG: &str = include_str!("../demo.yaml");
 
 /// The demo's small server: one slot (a request waits for the one before it), a model
-/// that unloads after 12 s without a request and takes 1.5 s to load again, answers of
+/// that unloads after 8 s without a request and takes 1.5 s to load again, answers of
 /// about 230 ms.
 fn small_server() -> Script {
     Script {
@@ -28,7 +28,7 @@ fn small_server() -> Script {
         token_gap: Duration::from_millis(12),
         tokens: 16,
         slots: 1,
-        cold_after: Some(Duration::from_secs(12)),
+        cold_after: Some(Duration::from_secs(8)),
         cold_load: Duration::from_millis(1500),
         ..Script::default()
     }
