@@ -20,9 +20,11 @@ fn config(
     hook: std::net::SocketAddr,
     variant: u8,
 ) -> String {
+    // Dozens of probes of two fake servers, at once (`overlap`): the load, not the
+    // turns, is what this test is about.
     let mut text = format!(
         "agent:\n  location: reload-test\nreceivers:\n  - name: hook\n    kind: webhook\n    url: http://{hook}/hook\n    max_backoff: 1s\n\
-         defaults:\n  interval: 200ms\n  timeout: 180ms\n  alert: {{failure_threshold: 3, success_threshold: 2}}\nprobes:\n"
+         defaults:\n  interval: 200ms\n  timeout: 180ms\n  overlap: true\n  alert: {{failure_threshold: 3, success_threshold: 2}}\nprobes:\n"
     );
     for i in 0..HEALTHY {
         text += &format!("  - name: ok{i:02}\n    kind: http\n    url: http://{fast}/ok\n");

@@ -210,18 +210,21 @@ async fn a_cold_probe_finds_the_endpoint_idle_and_holds_the_others_off() {
         .collect();
     assert!(cold.len() >= 2);
     for c in &cold {
+        // The first cold run may come before any warm one: the warm probe is held off
+        // from the start when the cold probe's first tick is 2 s away.
         let last_before = records
             .iter()
             .filter(|r| r.id != c.id && r.received < c.received)
             .filter_map(|r| r.done_written)
-            .max()
-            .expect("warm runs came first");
-        let quiet = c.received - last_before;
-        assert!(
-            quiet >= Duration::from_millis(1950),
-            "only {quiet:?} of quiet before cold run {}",
-            c.id
-        );
+            .max();
+        if let Some(last_before) = last_before {
+            let quiet = c.received - last_before;
+            assert!(
+                quiet >= Duration::from_millis(1950),
+                "only {quiet:?} of quiet before cold run {}",
+                c.id
+            );
+        }
         // The model had unloaded, as the agent's own warm probe would never have let it.
         assert!(c.ttft_ms().unwrap() >= 500.0, "{:?}", c.ttft_ms());
     }
