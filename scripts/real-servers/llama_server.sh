@@ -26,6 +26,17 @@
 #   MODEL     the model file ($WORK/tiny-llama[-tools][-seedN].gguf, written if missing)
 #   JINJA=1|0 --jinja | --no-jinja (unset: neither; this build's default is jinja on)
 #   CHAT_TEMPLATE_FILE  --chat-template-file (TOOLS=1: the Qwen2.5 template above)
+#   SLOTS=N   -np N: requests generated at once (1: a small single-user deployment, each
+#             request waits for the one before it; .ci/run's 18085 has 4 for the burst test)
+#   THREADS=N -t N: compute threads (2). On a two-core machine 2 leave nothing for a client
+#             timing the answers while the server generates (it then reads tokens in
+#             bursts, late); the traffic tests' servers take 1
+#   LOG_VERBOSITY=N  --log-verbosity N (unset: the server's default, 3 = info). 5 adds the
+#             debug lines that show when each request arrived ("new task, id = N" when it
+#             is queued, "no slot is available, defer task" when it must wait for a slot)
+#             and one line per generated token; tests/it/traffic_real.rs reads them
+# Every log line starts with the time since the server started (M.SS.mmm.uuu, from
+# --log-prefix --log-timestamps), so the log shows when each task ran on its slot.
 # e.g. TOOLS=1 PORT=18083 llama_server.sh start;
 #      TOOLS=1 SEED=1 MODEL_ALIAS=tiny-llama-v2 PORT=18084 llama_server.sh start
 set -euo pipefail
@@ -42,6 +53,9 @@ PY="${PYTHON:-python3}"
 TOOLS="${TOOLS:-0}"
 SEED="${SEED:-0}"
 JINJA="${JINJA:-}"
+SLOTS="${SLOTS:-1}"
+THREADS="${THREADS:-2}"
+LOG_VERBOSITY="${LOG_VERBOSITY:-}"
 
 SRC="$WORK/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
 BUILD="$WORK/llama-build"
@@ -66,6 +80,9 @@ case "$JINJA" in
     *) echo "JINJA must be 1, 0 or unset" >&2; exit 2 ;;
 esac
 [[ -z "${CHAT_TEMPLATE_FILE:-}" ]] || SERVER_ARGS+=(--chat-template-file "$CHAT_TEMPLATE_FILE")
+[[ "$SLOTS" =~ ^[1-9][0-9]*$ ]] || { echo "SLOTS must be a positive number" >&2; exit 2; }
+[[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || { echo "THREADS must be a positive number" >&2; exit 2; }
+[[ -z "$LOG_VERBOSITY" ]] || SERVER_ARGS+=(--log-verbosity "$LOG_VERBOSITY")
 PIDFILE="$WORK/llama-server-$PORT.pid"
 LOG="$WORK/llama-server-$PORT.log"
 
@@ -136,11 +153,13 @@ do_start() {
     fi
     [[ -x "$BIN" ]] || do_build
     [[ -s "$MODEL" ]] || do_model
-    # -np 1: one slot, like a small single-user deployment; --metrics: /metrics (llamacpp: prefix).
+    # -np $SLOTS: one slot by default, like a small single-user deployment; --metrics:
+    # /metrics (llamacpp: prefix); --log-prefix --log-timestamps: each line says when.
     # setsid + nohup: the server survives the shell that started it.
-    log "starting $MODEL as $MODEL_ALIAS on $HOST:$PORT ${SERVER_ARGS[*]}"
+    log "starting $MODEL as $MODEL_ALIAS on $HOST:$PORT, $SLOTS slot(s), $THREADS thread(s) ${SERVER_ARGS[*]}"
     setsid nohup "$BIN" -m "$MODEL" --alias "$MODEL_ALIAS" --host "$HOST" --port "$PORT" \
-        -c "$CTX" -np 1 -t 2 --metrics --no-webui "${SERVER_ARGS[@]}" >"$LOG" 2>&1 < /dev/null &
+        -c "$CTX" -np "$SLOTS" -t "$THREADS" --metrics --no-webui --log-prefix --log-timestamps \
+        "${SERVER_ARGS[@]}" >"$LOG" 2>&1 < /dev/null &
     local pid=$!
     echo "$pid" >"$PIDFILE"
     wait_ready "$pid"
@@ -178,7 +197,14 @@ do_python_start() {
 do_stop() {
     if [[ -f "$PIDFILE" ]]; then
         local pid; pid="$(cat "$PIDFILE")"
-        if kill -0 "$pid" 2>/dev/null; then kill "$pid"; log "stopped pid $pid"; fi
+        if kill -0 "$pid" 2>/dev/null; then
+            kill "$pid"
+            # Gone before returning, so that a `start` right after (a restart) binds the
+            # port and waits for its own server's /health, not the old one's.
+            for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; log "killed pid $pid: still there 10 s after TERM"; fi
+            log "stopped pid $pid"
+        fi
         rm -f "$PIDFILE"
     else
         log "no pid file $PIDFILE"
