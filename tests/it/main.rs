@@ -60,5 +60,6 @@ mod status_page;
 mod tls;
 mod traces;
 mod traffic;
+mod traffic_real;
 mod vision;
 mod web_config;
