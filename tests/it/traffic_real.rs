@@ -415,12 +415,13 @@ fn once_stretch(server: &OwnServer, config: &str, times: usize) -> Stretch {
     }
 }
 
-/// TTFT within noise of the same probe alone: this is a shared two-core machine where a
-/// run now and then takes tens of milliseconds more for reasons of its own, so the
-/// medians are compared, with room: at most twice the lone median plus 20 ms. A request
-/// queued behind `long` waits hundreds of milliseconds.
+/// TTFT within noise of the same probe alone. On this shared two-core machine a run now
+/// and then takes tens of milliseconds more for reasons of its own, and a stretch's
+/// median moved from 2 to 17 ms with nothing queued on the server (BENCHMARKS.md, issue
+/// 29), so medians are compared, with room: at most twice the lone median plus 50 ms. A
+/// `beat` queued behind `long` waits 140 ms or more (medians 144-465 ms).
 fn within_noise(alone: f64) -> f64 {
-    2.0 * alone + 0.020
+    2.0 * alone + 0.050
 }
 
 fn describe(what: &str, s: &Stretch) -> String {
@@ -625,13 +626,16 @@ fn a_cold_probe_finds_the_server_idle_and_sees_it_restarted() {
     assert_ne!(cold_tokens, warm_tokens, "the log could not tell them apart");
     let first_life = tasks(&server.log_from(0));
     let gaps = gaps_before(&first_life, cold_tokens);
-    eprintln!("server gaps before the cold runs: {gaps:?} s");
     assert!(gaps.len() >= 2, "{first_life:#?}");
     assert!(gaps.iter().all(|g| *g >= COLD_IDLE), "{gaps:?}: {first_life:#?}");
     let held = metric_sum(
         &agent.metrics(),
         "inferprobe_held_runs_total",
         &["probe=\"warm\""],
+    );
+    eprintln!(
+        "server gaps before the cold runs: {gaps:?} s; warm ticks held: {held} for {} cold runs",
+        gaps.len()
     );
     assert!(
         held >= 3.0 * gaps.len() as f64,
