@@ -218,6 +218,9 @@ impl Lane {
         };
         match observation.failure().map(|f| f.reason) {
             Some(FailureReason::Loading) => {
+                // An answer, if only "loading": after refusals it is where the restart
+                // shows first, and the good run after it is the same restart, not another.
+                r.unreachable = false;
                 // One restart however many loading answers it gives.
                 if r.last.is_none() || r.served_since {
                     seen("the server answered that it is loading the model".into(), r);
@@ -381,6 +384,22 @@ mod tests {
             )
             .unwrap();
         assert_eq!(same.since, t2);
+    }
+
+    #[test]
+    fn refusals_then_loading_then_answers_are_one_restart() {
+        // A restarted server that refuses connections, then says it is loading, then
+        // serves (a llama-server that listens before its model is loaded).
+        let lane = lane();
+        let p: Arc<str> = "chat".into();
+        let after = |r, at| lane.after_run(&p, &run(r), false, Instant::now(), at);
+        assert!(after(Ok(()), SystemTime::now()).is_none());
+        assert!(after(Err(FailureReason::Connect), SystemTime::now()).is_none());
+        let loading = SystemTime::now();
+        let (_, w) = after(Err(FailureReason::Loading), loading).unwrap();
+        assert_eq!(w.since, loading);
+        let (_, back) = after(Ok(()), loading + Duration::from_secs(1)).unwrap();
+        assert_eq!((back.since, back.cause), (loading, w.cause));
     }
 
     #[test]
