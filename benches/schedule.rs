@@ -161,6 +161,7 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
             name: &p.config.name,
             lane,
             period: interval,
+            cold: false,
         })
         .collect();
     let at = phases(&placing, "bench", &[]);

@@ -557,6 +557,7 @@ fn phases(config: &Config, location: &str) -> HashMap<Arc<str>, Duration> {
                     name: &p.name,
                     lane,
                     period,
+                    cold: p.traffic.cold.is_some(),
                 },
             )),
             Schedule::Cron { .. } => None,

@@ -180,6 +180,17 @@ pub(super) fn check_probe(
         .over(defaults.map_or(&no_alert, |d| &d.alert));
     let listed = raw_alert.lists_receivers();
     let mut alert = alert(cx, p, prefix, raw_alert, receivers);
+    let reuse_connections = raw
+        .reuse_connections
+        .or(defaults.map(|d| d.reuse_connections))
+        .unwrap_or(false);
+    if reuse_connections && traffic.burst.is_some() {
+        cx.error(
+            p,
+            &key("burst"),
+            "does not go with reuse_connections: the first request of the burst would reuse the lone one's connection and the others would open theirs, which spreads their times",
+        );
+    }
     let (slo, cost) = slo_and_cost(cx, p, prefix, kind, raw.slo, raw.cost, defaults);
     if let Some(s) = &slo
         && s.burst_spread_pct.is_some()
@@ -224,10 +235,7 @@ pub(super) fn check_probe(
         spec: spec?,
         expect: sections.expect.share(expect),
         labels: labels.into_iter().collect(),
-        reuse_connections: raw
-            .reuse_connections
-            .or(defaults.map(|d| d.reuse_connections))
-            .unwrap_or(false),
+        reuse_connections,
         max_response_bytes,
         tls: sections.tls.share(tls),
         alert: sections.alert.share(alert?),

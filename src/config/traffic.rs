@@ -48,14 +48,6 @@ impl Default for Traffic {
     }
 }
 
-impl Traffic {
-    /// Requests one run sends one after another, each within the timeout: a burst's
-    /// lone request, then the burst.
-    pub fn rounds(&self) -> u32 {
-        if self.burst.is_some() { 2 } else { 1 }
-    }
-}
-
 /// `cold:` of a probe.
 #[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -124,6 +116,16 @@ pub(super) fn check_traffic(
             return None;
         }
         Some(idle)
+    });
+    let burst = burst.filter(|_| {
+        if cold.is_some() {
+            cx.error(
+                p,
+                &key("burst"),
+                "a cold probe sends one request: the burst's requests after it would find the endpoint warm",
+            );
+        }
+        cold.is_none()
     });
     let warmup = match raw.warmup {
         Some(w) => duration(cx, p, &key("warmup"), &w).unwrap_or(DEFAULT_WARMUP),

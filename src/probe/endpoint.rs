@@ -346,10 +346,10 @@ async fn check_status(
 
 /// Whether a 503's error says the model is still being loaded or warmed up: llama.cpp's
 /// `Loading model`, Hugging Face's `Model x is currently loading`, a server "starting up"
-/// or "not ready". Such a server is up and will serve soon: a restart, not a crash.
+/// or "not ready". Such a server is up and will serve soon: a restart, not a crash. One
+/// that says loading went wrong (`error loading model`) is a server error.
 pub(crate) fn says_loading(detail: &str) -> bool {
-    let d = detail.to_ascii_lowercase();
-    [
+    const LOADING: [&str; 7] = [
         "loading",
         "warming up",
         "warm-up",
@@ -357,9 +357,32 @@ pub(crate) fn says_loading(detail: &str) -> bool {
         "not ready",
         "starting up",
         "initializing",
-    ]
-    .iter()
-    .any(|w| d.contains(w))
+    ];
+    const WENT_WRONG: [&str; 5] = ["error", "fail", "cannot", "could not", "unable"];
+    let d = detail.to_ascii_lowercase();
+    LOADING.iter().any(|w| d.contains(w)) && !WENT_WRONG.iter().any(|w| d.contains(w))
+}
+
+#[cfg(test)]
+mod loading_tests {
+    #[test]
+    fn a_503_that_says_it_loads_is_loading_and_one_that_failed_to_is_not() {
+        for said in [
+            "Loading model",
+            "Model meta-llama/Llama-3 is currently loading",
+            "the server is warming up",
+            "Model not ready",
+        ] {
+            assert!(super::says_loading(said), "{said}");
+        }
+        for said in [
+            "error loading model",
+            "failed to load model: out of memory",
+            "no healthy upstream",
+        ] {
+            assert!(!super::says_loading(said), "{said}");
+        }
+    }
 }
 
 /// Reads up to `limit` bytes of a body, giving up quietly at the deadline or an error.

@@ -26,6 +26,15 @@ use crate::outcome::{FailureReason, Observation, Warmup};
 /// warm Ollama says a few milliseconds; a load takes seconds).
 pub const LOAD_MEANS_COLD: Duration = Duration::from_secs(1);
 
+/// After this long without a request a server may unload its model by itself (Ollama's
+/// default `keep_alive`): loading it again then is the server's way, not a restart.
+pub const UNLOADS_AFTER: Duration = Duration::from_secs(5 * 60);
+
+/// A restart this soon after the last warm-up began opens no new one: a server that
+/// restarts again and again is failing, not warming up, and must not keep the paging
+/// grace of a warm-up (`alert.warmup_grace`) for good.
+pub const REWARM_AFTER: Duration = Duration::from_secs(60 * 60);
+
 /// Every lane of an agent, by endpoint.
 #[derive(Debug, Default)]
 pub struct Lanes {
@@ -61,6 +70,15 @@ pub struct Lane {
     /// identity ask; tokio's lock is fair, so probes come in the order they asked.
     turn: tokio::sync::Mutex<()>,
     state: Mutex<State>,
+}
+
+impl State {
+    fn idle(&self, now: Instant) -> Duration {
+        if self.in_flight > 0 {
+            return Duration::ZERO;
+        }
+        now.saturating_duration_since(self.last_end.unwrap_or(self.opened))
+    }
 }
 
 #[derive(Debug)]
@@ -150,19 +168,16 @@ impl Lane {
     /// How long the endpoint has been idle at `now`: since the last request ended, or
     /// since the lane was made; zero while a request is in flight.
     pub fn idle(&self, now: Instant) -> Duration {
-        let s = self.state();
-        if s.in_flight > 0 {
-            return Duration::ZERO;
-        }
-        now.saturating_duration_since(s.last_end.unwrap_or(s.opened))
+        self.state().idle(now)
     }
 
     /// A request of `holder` starts: its idle time before, and its cold-run quiet is
-    /// over (that of its ticks up to now).
+    /// over (that of its ticks up to now). One lock: two requests that start together
+    /// cannot both find the endpoint idle.
     pub fn begin(&self, holder: u64) -> Active<'_> {
         let now = Instant::now();
-        let idle = self.idle(now);
         let mut s = self.state();
+        let idle = s.idle(now);
         s.in_flight += 1;
         s.quiet.retain(|q| !(q.holder == holder && q.tick <= now));
         Active { lane: self, idle }
@@ -187,27 +202,45 @@ impl Lane {
     }
 
     /// Whether a run of `holder` must not go now: another probe's cold run is due and
-    /// the endpoint is being kept quiet for it.
-    pub fn holds_off(&self, holder: u64, now: Instant) -> bool {
+    /// the endpoint is being kept quiet for it; `Some` with how long that hold lasts at
+    /// most. A held cold probe gives up its own hold of the tick it misses, or it would
+    /// hold the other off in turn.
+    pub fn holds_off(&self, holder: u64, now: Instant) -> Option<Duration> {
         let mut s = self.state();
         s.quiet.retain(|q| q.until > now);
-        s.quiet.iter().any(|q| q.holder != holder && q.from <= now)
+        let hold = s
+            .quiet
+            .iter()
+            .filter(|q| q.holder != holder && q.from <= now)
+            .map(|q| q.until.saturating_duration_since(q.from))
+            .max()?;
+        s.quiet.retain(|q| !(q.holder == holder && q.tick <= now));
+        Some(hold)
     }
 
     /// Reads a finished run of `probe` for a restart of the endpoint and says the last
-    /// restart seen, with its monotonic instant. `begun` and `started_at` are the run's
-    /// start; a `cold` run's model load is what it went looking for, not a restart.
+    /// warm-up, with its monotonic start. `begun` and `started_at` are the run's start;
+    /// `idle` the endpoint's idle time before it: a cold run's model load, or one after
+    /// [`UNLOADS_AFTER`] idle, is the server's own unloading, not a restart.
     pub fn after_run(
         &self,
         probe: &Arc<str>,
         observation: &Observation,
+        idle: Duration,
         cold: bool,
         begun: Instant,
         started_at: SystemTime,
     ) -> Option<(Instant, Warmup)> {
         let mut s = self.state();
         let r = &mut s.restarts;
+        let load_expected = cold || idle >= UNLOADS_AFTER;
         let seen = |cause: String, r: &mut Restarts| {
+            if r.last
+                .as_ref()
+                .is_some_and(|(at, _)| begun.saturating_duration_since(*at) < REWARM_AFTER)
+            {
+                return;
+            }
             r.last = Some((
                 begun,
                 Warmup {
@@ -245,7 +278,7 @@ impl Lane {
                 if let Some((_, load)) = observation
                     .server_reported
                     .iter()
-                    .find(|(stage, d)| *stage == "load" && *d >= LOAD_MEANS_COLD && !cold)
+                    .find(|(stage, d)| *stage == "load" && *d >= LOAD_MEANS_COLD && !load_expected)
                 {
                     seen(
                         format!(
@@ -307,22 +340,37 @@ mod tests {
         let tick = now + Duration::from_secs(600);
         lane.reserve(7, tick, Duration::from_secs(360), Duration::from_secs(30));
         // Before the window: nobody is held.
-        assert!(!lane.holds_off(1, now));
-        assert!(!lane.holds_off(1, tick - Duration::from_secs(361)));
-        // In it: the others are, the cold probe itself is not.
-        assert!(lane.holds_off(1, tick - Duration::from_secs(359)));
-        assert!(!lane.holds_off(7, tick - Duration::from_secs(10)));
+        assert!(lane.holds_off(1, now).is_none());
+        assert!(lane.holds_off(1, tick - Duration::from_secs(361)).is_none());
+        // In it: the others are (for at most the window and the slack), the cold probe
+        // itself is not.
+        assert_eq!(
+            lane.holds_off(1, tick - Duration::from_secs(359)),
+            Some(Duration::from_secs(390))
+        );
+        assert!(lane.holds_off(7, tick - Duration::from_secs(10)).is_none());
         // A hold whose run never came ends by itself.
-        assert!(!lane.holds_off(1, tick + Duration::from_secs(31)));
+        assert!(lane.holds_off(1, tick + Duration::from_secs(31)).is_none());
         // The run's begin ends the hold.
         lane.reserve(7, now, Duration::from_secs(5), Duration::from_secs(30));
-        assert!(lane.holds_off(1, now));
+        assert!(lane.holds_off(1, now).is_some());
         drop(lane.begin(7));
-        assert!(!lane.holds_off(1, now));
+        assert!(lane.holds_off(1, now).is_none());
         // A removed cold probe holds nobody.
         lane.reserve(7, now, Duration::from_secs(5), Duration::from_secs(30));
         lane.forget(7);
-        assert!(!lane.holds_off(1, now));
+        assert!(lane.holds_off(1, now).is_none());
+        // Two cold probes: one held by the other's window gives up its own hold of the
+        // tick it missed, so the other is not held by it in turn.
+        lane.reserve(
+            7,
+            now + Duration::from_secs(10),
+            Duration::from_secs(60),
+            Duration::from_secs(30),
+        );
+        lane.reserve(8, now, Duration::from_secs(60), Duration::from_secs(30));
+        assert!(lane.holds_off(8, now).is_some());
+        assert!(lane.holds_off(7, now + Duration::from_secs(10)).is_none());
     }
 
     fn run(result: Result<(), FailureReason>) -> Observation {
@@ -331,81 +379,96 @@ mod tests {
         o
     }
 
+    /// Runs of one probe on a clock of whole minutes: `after(minute, observation)` reads
+    /// the run begun then, after 30 s idle, not cold.
+    struct Clock {
+        lane: Arc<Lane>,
+        probe: Arc<str>,
+        t0: Instant,
+        wall: SystemTime,
+    }
+
+    impl Clock {
+        fn new() -> Self {
+            Clock {
+                lane: lane(),
+                probe: "chat".into(),
+                t0: Instant::now(),
+                wall: SystemTime::now(),
+            }
+        }
+
+        fn at(&self, minute: u64) -> SystemTime {
+            self.wall + Duration::from_secs(60 * minute)
+        }
+
+        fn after(&self, minute: u64, o: &Observation) -> Option<SystemTime> {
+            self.read(minute, o, Duration::from_secs(30), false)
+        }
+
+        fn read(&self, minute: u64, o: &Observation, idle: Duration, cold: bool) -> Option<SystemTime> {
+            let begun = self.t0 + Duration::from_secs(60 * minute);
+            self.lane
+                .after_run(&self.probe, o, idle, cold, begun, self.at(minute))
+                .map(|(_, w)| w.since)
+        }
+
+        fn cause(&self) -> String {
+            self.lane.state().restarts.last.as_ref().unwrap().1.cause.clone()
+        }
+    }
+
     #[test]
     fn loading_answers_and_a_server_back_after_refusing_are_restarts() {
-        let lane = lane();
-        let p: Arc<str> = "chat".into();
-        let at = SystemTime::now();
-        assert!(
-            lane.after_run(&p, &run(Ok(())), false, Instant::now(), at)
-                .is_none()
-        );
+        let c = Clock::new();
+        assert_eq!(c.after(0, &run(Ok(()))), None);
         // Refused, then back: a restart, dated at the first good run.
-        assert!(
-            lane.after_run(&p, &run(Err(FailureReason::Connect)), false, Instant::now(), at)
-                .is_none()
-        );
-        let back = SystemTime::now();
-        let (_, w) = lane
-            .after_run(&p, &run(Ok(())), false, Instant::now(), back)
-            .unwrap();
-        assert_eq!(w.since, back);
-        assert!(w.cause.contains("accepts connections again"), "{}", w.cause);
-        // Loading twice is one restart; loading after a good run is another.
-        let t1 = SystemTime::now();
-        let (_, w1) = lane
-            .after_run(&p, &run(Err(FailureReason::Loading)), false, Instant::now(), t1)
-            .unwrap();
-        assert_eq!(w1.since, t1);
-        let (_, again) = lane
-            .after_run(
-                &p,
-                &run(Err(FailureReason::Loading)),
-                false,
-                Instant::now(),
-                SystemTime::now(),
-            )
-            .unwrap();
-        assert_eq!(again.since, t1);
-        lane.after_run(&p, &run(Ok(())), false, Instant::now(), SystemTime::now());
-        let t2 = SystemTime::now() + Duration::from_secs(1);
-        let (_, w2) = lane
-            .after_run(&p, &run(Err(FailureReason::Loading)), false, Instant::now(), t2)
-            .unwrap();
-        assert_eq!(w2.since, t2);
+        assert_eq!(c.after(1, &run(Err(FailureReason::Connect))), None);
+        assert_eq!(c.after(2, &run(Ok(()))), Some(c.at(2)));
+        assert!(c.cause().contains("accepts connections again"), "{}", c.cause());
+        // Loading, an hour on: another; loading twice is one restart.
+        assert_eq!(c.after(70, &run(Err(FailureReason::Loading))), Some(c.at(70)));
+        assert_eq!(c.after(71, &run(Err(FailureReason::Loading))), Some(c.at(70)));
+        assert_eq!(c.after(72, &run(Ok(()))), Some(c.at(70)));
         // Other failures say nothing of a restart.
-        let (_, same) = lane
-            .after_run(
-                &p,
-                &run(Err(FailureReason::Http5xx)),
-                false,
-                Instant::now(),
-                SystemTime::now(),
-            )
-            .unwrap();
-        assert_eq!(same.since, t2);
+        assert_eq!(c.after(140, &run(Err(FailureReason::Http5xx))), Some(c.at(70)));
+        assert_eq!(c.after(141, &run(Err(FailureReason::Loading))), Some(c.at(141)));
+    }
+
+    #[test]
+    fn a_server_that_restarts_again_within_the_hour_opens_no_new_warmup() {
+        let c = Clock::new();
+        assert_eq!(c.after(0, &run(Err(FailureReason::Loading))), Some(c.at(0)));
+        // Flapping: up, loading again, up, loading...: still the first warm-up, which
+        // ends (for paging's grace) at its probe's `warmup`.
+        for minute in (10..60).step_by(10) {
+            assert_eq!(c.after(minute, &run(Ok(()))), Some(c.at(0)));
+            assert_eq!(
+                c.after(minute + 1, &run(Err(FailureReason::Loading))),
+                Some(c.at(0))
+            );
+        }
+        assert_eq!(c.after(61, &run(Err(FailureReason::Loading))), Some(c.at(0)));
+        c.after(62, &run(Ok(())));
+        assert_eq!(c.after(63, &run(Err(FailureReason::Loading))), Some(c.at(63)));
     }
 
     #[test]
     fn refusals_then_loading_then_answers_are_one_restart() {
         // A restarted server that refuses connections, then says it is loading, then
         // serves (a llama-server that listens before its model is loaded).
-        let lane = lane();
-        let p: Arc<str> = "chat".into();
-        let after = |r, at| lane.after_run(&p, &run(r), false, Instant::now(), at);
-        assert!(after(Ok(()), SystemTime::now()).is_none());
-        assert!(after(Err(FailureReason::Connect), SystemTime::now()).is_none());
-        let loading = SystemTime::now();
-        let (_, w) = after(Err(FailureReason::Loading), loading).unwrap();
-        assert_eq!(w.since, loading);
-        let (_, back) = after(Ok(()), loading + Duration::from_secs(1)).unwrap();
-        assert_eq!((back.since, back.cause), (loading, w.cause));
+        let c = Clock::new();
+        assert_eq!(c.after(0, &run(Ok(()))), None);
+        assert_eq!(c.after(1, &run(Err(FailureReason::Connect))), None);
+        assert_eq!(c.after(2, &run(Err(FailureReason::Loading))), Some(c.at(2)));
+        let loading = c.cause();
+        assert_eq!(c.after(3, &run(Ok(()))), Some(c.at(2)));
+        assert_eq!(c.cause(), loading);
     }
 
     #[test]
-    fn a_new_model_identity_and_a_long_server_load_are_restarts() {
-        let lane = lane();
-        let p: Arc<str> = "chat".into();
+    fn a_new_model_identity_and_a_load_the_server_did_not_owe_are_restarts() {
+        let c = Clock::new();
         let with = |digest: &str, load: Duration| {
             let mut o = run(Ok(()));
             o.served.identity = Some(Arc::new(ModelIdentity {
@@ -417,48 +480,24 @@ mod tests {
             o.server_reported.push(("load", load));
             o
         };
+        let warm_load = Duration::from_millis(4);
+        let load = Duration::from_millis(3200);
         // The first identity is no change; a warm Ollama's few ms of load is no load.
-        assert!(
-            lane.after_run(
-                &p,
-                &with("a", Duration::from_millis(4)),
-                false,
-                Instant::now(),
-                SystemTime::now()
-            )
-            .is_none()
+        assert_eq!(c.after(0, &with("a", warm_load)), None);
+        assert_eq!(c.after(1, &with("b", warm_load)), Some(c.at(1)));
+        assert_eq!(c.cause(), "the served model changed to model b");
+        // A cold run's load is what it went looking for; one after five idle minutes
+        // the server's own unloading.
+        assert_eq!(
+            c.read(70, &with("b", load), Duration::from_secs(400), true),
+            Some(c.at(1))
         );
-        let (_, w) = lane
-            .after_run(
-                &p,
-                &with("b", Duration::from_millis(4)),
-                false,
-                Instant::now(),
-                SystemTime::now(),
-            )
-            .unwrap();
-        assert_eq!(w.cause, "the served model changed to model b");
-        let (_, w) = lane
-            .after_run(
-                &p,
-                &with("b", Duration::from_millis(3200)),
-                false,
-                Instant::now(),
-                SystemTime::now(),
-            )
-            .unwrap();
-        assert_eq!(w.cause, "the server loaded the model for this request (3.20 s)");
-        // A cold run's load is what it went looking for.
-        let before = w.since;
-        let (_, w) = lane
-            .after_run(
-                &p,
-                &with("b", Duration::from_millis(3200)),
-                true,
-                Instant::now(),
-                SystemTime::now(),
-            )
-            .unwrap();
-        assert_eq!(w.since, before);
+        assert_eq!(
+            c.read(71, &with("b", load), Duration::from_secs(300), false),
+            Some(c.at(1))
+        );
+        // A load after half a minute: the server lost its model.
+        assert_eq!(c.after(72, &with("b", load)), Some(c.at(72)));
+        assert_eq!(c.cause(), "the server loaded the model for this request (3.20 s)");
     }
 }

@@ -150,6 +150,8 @@ pub struct ReadyProbe {
     holder: u64,
     /// Whether it said that its turns on the endpoint come late (once is enough).
     warned_of_turns: std::sync::atomic::AtomicBool,
+    /// When its ticks began to be held off for cold runs, while they are.
+    held_since: std::sync::Mutex<Option<Instant>>,
 }
 
 /// Tells built probes apart on their lanes.
@@ -193,6 +195,7 @@ impl ReadyProbe {
             lane: cx.lanes.lane(&config.url),
             holder: HOLDERS.fetch_add(1, Ordering::Relaxed),
             warned_of_turns: Default::default(),
+            held_since: Default::default(),
         })
     }
 
@@ -205,32 +208,54 @@ impl ReadyProbe {
     /// it that are going), as `once` does.
     pub async fn run_in_turn(&self) -> Outcome {
         let asked = Instant::now();
-        let _turn = match self.config.traffic.overlap {
-            false => Some(self.lane.turn().await),
-            true => None,
-        };
+        let _turn = self.take_turn().await;
         self.run(asked).await
     }
 
     /// Runs the probe at a scheduled tick: in its turn, unless the endpoint is being kept
     /// quiet for another probe's cold run (`None`: the tick is held off). A cold probe
-    /// first waits out what is left of its idle window, when a run that began before
-    /// the window ended inside it.
+    /// first waits out what is left of its idle window (a run that began before the
+    /// window ended inside it), before its turn, so that no other probe waits on it.
+    ///
+    /// A hold never starves a probe: one held on its last tick too, longer ago than a
+    /// hold lasts (its ticks keep falling in cold windows: a probe no more frequent than
+    /// the cold one, or a second cold probe), runs right after the hold instead.
     pub async fn run_at_tick(&self) -> Option<Outcome> {
         let asked = Instant::now();
-        let _turn = match self.config.traffic.overlap {
-            false => Some(self.lane.turn().await),
-            true => None,
-        };
-        self.warn_of_a_long_turn(asked.elapsed());
-        if self.lane.holds_off(self.holder, Instant::now()) {
-            return None;
-        }
         if let Some(idle) = self.config.traffic.cold {
             let rest = idle.saturating_sub(self.lane.idle(Instant::now()));
-            tokio::time::sleep(rest).await;
+            tokio::time::sleep(rest.min(idle)).await;
         }
-        Some(self.run(asked).await)
+        let mut turn = self.take_turn().await;
+        self.warn_of_a_long_turn(asked.elapsed());
+        let now = Instant::now();
+        if let Some(hold) = self.lane.holds_off(self.holder, now) {
+            let since = *self
+                .held_since
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(now);
+            if now.saturating_duration_since(since) <= hold {
+                return None;
+            }
+            drop(turn);
+            while self.lane.holds_off(self.holder, Instant::now()).is_some() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            turn = self.take_turn().await;
+        }
+        *self.held_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let outcome = self.run(asked).await;
+        drop(turn);
+        Some(outcome)
+    }
+
+    /// The probe's turn on its endpoint, unless it overlaps the others.
+    async fn take_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match self.config.traffic.overlap {
+            false => Some(self.lane.turn().await),
+            true => None,
+        }
     }
 
     /// Says once, when a run waited for its turn more than half its interval, that the
@@ -312,7 +337,7 @@ impl ReadyProbe {
         let cold = traffic.cold.is_some_and(|needed| idle >= needed);
         let restart = self
             .lane
-            .after_run(&self.config.name, &observation, cold, begun, started_at);
+            .after_run(&self.config.name, &observation, idle, cold, begun, started_at);
         drop(active);
         let conditions = Conditions {
             waited: begun.saturating_duration_since(asked),

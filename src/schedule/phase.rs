@@ -65,17 +65,20 @@ pub struct Placing<'a> {
     /// Its endpoint (`probe::lane::lane_key`).
     pub lane: &'a str,
     pub period: Duration,
+    /// A cold probe: the cold probes of an endpoint are spread over their own shortest
+    /// interval, apart from the others, so that their quiet windows do not meet.
+    pub cold: bool,
 }
 
 /// Each probe's phase, in the order given, for the agent at `location`; `locations` is
 /// `agent.locations` (empty when the file does not list them).
 pub fn phases(probes: &[Placing<'_>], location: &str, locations: &[String]) -> Vec<Duration> {
-    let mut by_lane: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut by_lane: BTreeMap<(&str, bool), Vec<usize>> = BTreeMap::new();
     for (i, p) in probes.iter().enumerate() {
-        by_lane.entry(p.lane).or_default().push(i);
+        by_lane.entry((p.lane, p.cold)).or_default().push(i);
     }
     let mut out = vec![Duration::ZERO; probes.len()];
-    for (lane, mut members) in by_lane {
+    for ((lane, cold), mut members) in by_lane {
         members.sort_by_key(|&i| probes[i].name);
         let shortest = members
             .iter()
@@ -83,7 +86,13 @@ pub fn phases(probes: &[Placing<'_>], location: &str, locations: &[String]) -> V
             .min()
             .unwrap_or_default();
         let slot = shortest / members.len() as u32;
-        let start = grid_offset(lane, shortest) + region_shift(slot, location, locations);
+        // The cold probes from a start of their own, not on the others' first slot.
+        let origin = if cold {
+            format!("{lane} cold")
+        } else {
+            lane.to_owned()
+        };
+        let start = grid_offset(&origin, shortest) + region_shift(slot, location, locations);
         for (k, &i) in members.iter().enumerate() {
             let period = probes[i].period.as_nanos().max(1);
             let at = (start + slot * k as u32).as_nanos() % period;
@@ -129,6 +138,7 @@ mod tests {
                 name: &names[i],
                 lane: &lanes[i],
                 period: S30,
+                cold: false,
             })
             .collect();
         let mut offsets = phases(&probes, "eu", &[]);
@@ -154,21 +164,25 @@ mod tests {
                 name: "chat",
                 lane,
                 period: S30,
+                cold: false,
             },
             Placing {
                 name: "completions",
                 lane,
                 period: S30,
+                cold: false,
             },
             Placing {
                 name: "vision",
                 lane,
                 period: Duration::from_secs(60),
+                cold: false,
             },
             Placing {
                 name: "other",
                 lane: "http://elsewhere:80",
                 period: S30,
+                cold: false,
             },
         ];
         let p = phases(&probes, "eu", &[]);
@@ -188,6 +202,31 @@ mod tests {
     }
 
     #[test]
+    fn the_cold_probes_of_an_endpoint_spread_over_their_own_interval() {
+        let lane = "http://ollama:11434";
+        let p = |name, period, cold| Placing {
+            name,
+            lane,
+            period,
+            cold,
+        };
+        let half_hour = Duration::from_secs(1800);
+        let at = phases(
+            &[
+                p("warm", S30, false),
+                p("cold-llama", half_hour, true),
+                p("cold-qwen", half_hour, true),
+            ],
+            "eu",
+            &[],
+        );
+        // Fifteen minutes apart: each one's quiet window (minutes long) clear of the
+        // other's, where slots of the 30 s probe would have put them 15 s apart.
+        let apart = at[1].abs_diff(at[2]);
+        assert_eq!(apart.min(half_hour - apart), Duration::from_secs(900));
+    }
+
+    #[test]
     fn listed_regions_split_each_slot_and_unlisted_ones_shift_by_their_name() {
         let lane = "http://llama:8080";
         let two = [
@@ -195,11 +234,13 @@ mod tests {
                 name: "a",
                 lane,
                 period: S30,
+                cold: false,
             },
             Placing {
                 name: "b",
                 lane,
                 period: S30,
+                cold: false,
             },
         ];
         let regions = ["eu-west".to_owned(), "us-east".to_owned(), "ap-south".to_owned()];

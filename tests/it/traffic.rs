@@ -439,3 +439,61 @@ async fn a_probe_added_to_an_endpoint_by_a_reload_moves_the_others_to_new_slots(
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cold_probes_whose_quiet_windows_meet_still_run() {
+    // Two cold probes of one endpoint, 4 s apart in an 8 s interval, each wanting 6 s
+    // of quiet: each one's tick falls in the other's window, every time. Held forever
+    // by each other but for the rule that a probe held twice in a row runs after the
+    // hold.
+    let sim = simulator(one_request_is_200ms(0)).await;
+    let probe = |name: &str, path: &str| {
+        format!(
+            "  - {{name: {name}, kind: openai_chat, url: \"http://{}{path}\", model: m, interval: 8s, timeout: 1s, cold: {{idle: 6s}}}}\n",
+            sim.addr
+        )
+    };
+    let agent = start_agent(
+        "cold-meet",
+        &format!(
+            "agent: {{location: t}}\nprobes:\n{}{}",
+            probe("llama", "/v1/chat/completions"),
+            probe("qwen", "/v1/completions")
+        ),
+    );
+    wait_until("a run of each", Duration::from_secs(60), || {
+        runs(&agent, "llama") >= 1.0 && runs(&agent, "qwen") >= 1.0
+    });
+    let m = agent.metrics();
+    assert!(
+        metric_sum(&m, "inferprobe_held_runs_total", &[]) >= 1.0,
+        "they never met: {m}"
+    );
+}
+
+#[test]
+fn a_burst_goes_with_neither_a_cold_probe_nor_reused_connections() {
+    let errors = |probe: &str| -> Vec<String> {
+        match inferprobe::config::parse(
+            &format!("probes:\n  - {{name: b, kind: http, url: \"http://h/x\", interval: 5m, {probe}}}\n"),
+            std::path::Path::new("t.yaml"),
+            &|_| None,
+        ) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.iter().map(|e| e.to_string()).collect(),
+        }
+    };
+    let cold = errors("burst: 4, cold: {idle: 2m}");
+    assert_eq!(cold.len(), 1, "{cold:?}");
+    assert!(
+        cold[0].contains("burst: a cold probe sends one request"),
+        "{cold:?}"
+    );
+    let reused = errors("burst: 4, reuse_connections: true");
+    assert_eq!(reused.len(), 1, "{reused:?}");
+    assert!(
+        reused[0].contains("burst: does not go with reuse_connections"),
+        "{reused:?}"
+    );
+    assert_eq!(errors("burst: 4"), Vec::<String>::new());
+}

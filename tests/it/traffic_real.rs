@@ -685,7 +685,12 @@ fn a_cold_probe_finds_the_server_idle_and_sees_it_restarted() {
     let cause = back["warmup"]["cause"]
         .as_str()
         .unwrap_or_else(|| panic!("no warm-up: {back}"));
-    assert!(cause.contains("accepts connections again"), "{cause}");
+    // Refusals then answers; or, when the new server listens before its model is in
+    // (it does when its start is slow, on a busy machine), refusals then `Loading model`.
+    assert!(
+        cause.contains("accepts connections again") || cause.contains("loading the model"),
+        "{cause}"
+    );
     let warm = watch.of("warm");
     let refused = warm.iter().filter(|r| r["reason"] == "connect").count();
     assert!(refused >= 2, "the warm probe saw no refusals: {warm:?}");
