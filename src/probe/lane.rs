@@ -30,10 +30,11 @@ pub const LOAD_MEANS_COLD: Duration = Duration::from_secs(1);
 /// default `keep_alive`): loading it again then is the server's way, not a restart.
 pub const UNLOADS_AFTER: Duration = Duration::from_secs(5 * 60);
 
-/// A restart this soon after the last warm-up began opens no new one: a server that
-/// restarts again and again is failing, not warming up, and must not keep the paging
-/// grace of a warm-up (`alert.warmup_grace`) for good.
-pub const REWARM_AFTER: Duration = Duration::from_secs(60 * 60);
+/// A restart within this many warm-up windows of the last warm-up's start opens no new
+/// one: a server that restarts again and again is failing, not warming up, and must not
+/// keep the paging grace of a warm-up (`alert.warmup_grace`) for good. With the default
+/// 5-minute window a flapping server is graced 5 minutes in 20 and paged in the others.
+pub const REWARM_AFTER_WINDOWS: u32 = 4;
 
 /// Every lane of an agent, by endpoint.
 #[derive(Debug, Default)]
@@ -221,13 +222,16 @@ impl Lane {
     /// Reads a finished run of `probe` for a restart of the endpoint and says the last
     /// warm-up, with its monotonic start. `begun` and `started_at` are the run's start;
     /// `idle` the endpoint's idle time before it: a cold run's model load, or one after
-    /// [`UNLOADS_AFTER`] idle, is the server's own unloading, not a restart.
+    /// [`UNLOADS_AFTER`] idle, is the server's own unloading, not a restart. `warmup` is
+    /// the probe's window ([`REWARM_AFTER_WINDOWS`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn after_run(
         &self,
         probe: &Arc<str>,
         observation: &Observation,
         idle: Duration,
         cold: bool,
+        warmup: Duration,
         begun: Instant,
         started_at: SystemTime,
     ) -> Option<(Instant, Warmup)> {
@@ -237,7 +241,7 @@ impl Lane {
         let seen = |cause: String, r: &mut Restarts| {
             if r.last
                 .as_ref()
-                .is_some_and(|(at, _)| begun.saturating_duration_since(*at) < REWARM_AFTER)
+                .is_some_and(|(at, _)| begun.saturating_duration_since(*at) < warmup * REWARM_AFTER_WINDOWS)
             {
                 return;
             }
@@ -379,6 +383,9 @@ mod tests {
         o
     }
 
+    /// The default warm-up window: no new warm-up within 20 minutes of one.
+    const FIVE_MINUTES: Duration = Duration::from_secs(300);
+
     /// Runs of one probe on a clock of whole minutes: `after(minute, observation)` reads
     /// the run begun then, after 30 s idle, not cold.
     struct Clock {
@@ -409,7 +416,7 @@ mod tests {
         fn read(&self, minute: u64, o: &Observation, idle: Duration, cold: bool) -> Option<SystemTime> {
             let begun = self.t0 + Duration::from_secs(60 * minute);
             self.lane
-                .after_run(&self.probe, o, idle, cold, begun, self.at(minute))
+                .after_run(&self.probe, o, idle, cold, FIVE_MINUTES, begun, self.at(minute))
                 .map(|(_, w)| w.since)
         }
 
@@ -436,21 +443,20 @@ mod tests {
     }
 
     #[test]
-    fn a_server_that_restarts_again_within_the_hour_opens_no_new_warmup() {
+    fn a_server_that_restarts_again_within_four_windows_opens_no_new_warmup() {
         let c = Clock::new();
         assert_eq!(c.after(0, &run(Err(FailureReason::Loading))), Some(c.at(0)));
         // Flapping: up, loading again, up, loading...: still the first warm-up, which
-        // ends (for paging's grace) at its probe's `warmup`.
-        for minute in (10..60).step_by(10) {
+        // ends (for paging's grace) at its probe's `warmup` (5 minutes here).
+        for minute in (2..20).step_by(2) {
             assert_eq!(c.after(minute, &run(Ok(()))), Some(c.at(0)));
             assert_eq!(
                 c.after(minute + 1, &run(Err(FailureReason::Loading))),
                 Some(c.at(0))
             );
         }
-        assert_eq!(c.after(61, &run(Err(FailureReason::Loading))), Some(c.at(0)));
-        c.after(62, &run(Ok(())));
-        assert_eq!(c.after(63, &run(Err(FailureReason::Loading))), Some(c.at(63)));
+        c.after(20, &run(Ok(())));
+        assert_eq!(c.after(21, &run(Err(FailureReason::Loading))), Some(c.at(21)));
     }
 
     #[test]

@@ -335,9 +335,15 @@ impl ReadyProbe {
         let idle = active.idle;
         let traffic = &self.config.traffic;
         let cold = traffic.cold.is_some_and(|needed| idle >= needed);
-        let restart = self
-            .lane
-            .after_run(&self.config.name, &observation, idle, cold, begun, started_at);
+        let restart = self.lane.after_run(
+            &self.config.name,
+            &observation,
+            idle,
+            cold,
+            traffic.warmup,
+            begun,
+            started_at,
+        );
         drop(active);
         let conditions = Conditions {
             waited: begun.saturating_duration_since(asked),

@@ -339,8 +339,11 @@ async fn the_fleet_report_tells_cold_starts_apart_as_the_store_does() {
         tokens: 4,
         ..Default::default()
     };
+    // The model unloads after half a second idle: most of `sleepy`'s runs come later
+    // than that after the last request, whatever their phase, and find it gone (a
+    // restart each, but for the rule of one warm-up in four windows).
     let unloading = simulator(inferprobe::simulate::Script {
-        cold_after: Some(Duration::from_secs(1)),
+        cold_after: Some(Duration::from_millis(500)),
         cold_load: Duration::from_millis(1500),
         ..quick.clone()
     })
@@ -350,7 +353,7 @@ async fn the_fleet_report_tells_cold_starts_apart_as_the_store_does() {
     std::fs::write(
         &config,
         format!(
-            "agent: {{location: eu-test}}\nprobes:\n  - name: chat\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 1s\n    slo: {{ttft_p95: 1s}}\n  - name: chat-cold\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 5s\n    timeout: 3s\n    cold: {{idle: 1500ms}}\n    slo: {{ttft_p95: 1s}}\n  - name: sleepy\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 2s\n",
+            "agent: {{location: eu-test}}\nprobes:\n  - name: chat\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 1s\n    slo: {{ttft_p95: 1s}}\n  - name: chat-cold\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 5s\n    timeout: 3s\n    cold: {{idle: 1500ms}}\n    slo: {{ttft_p95: 1s}}\n  - name: sleepy\n    kind: ollama\n    url: http://{}/api/chat\n    model: m\n    interval: 2s\n    warmup: 1s\n",
             warm.addr, unloading.addr, unloading.addr
         ),
     )
