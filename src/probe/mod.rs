@@ -223,8 +223,18 @@ impl ReadyProbe {
     pub async fn run_at_tick(&self) -> Option<Outcome> {
         let asked = Instant::now();
         if let Some(idle) = self.config.traffic.cold {
-            let rest = idle.saturating_sub(self.lane.idle(Instant::now()));
-            tokio::time::sleep(rest.min(idle)).await;
+            // Re-read after each wait: a request in flight at the tick ends during it,
+            // and the idle time counts from its end. At most two windows: the others are
+            // held off meanwhile.
+            let latest = asked + idle * 2;
+            loop {
+                let now = Instant::now();
+                let rest = idle.saturating_sub(self.lane.idle(now));
+                if rest.is_zero() || now >= latest {
+                    break;
+                }
+                tokio::time::sleep(rest.min(latest - now)).await;
+            }
         }
         let mut turn = self.take_turn().await;
         self.warn_of_a_long_turn(asked.elapsed());
