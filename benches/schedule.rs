@@ -153,7 +153,10 @@ async fn run(sim_port: u16, interval: Duration, duration: Duration) {
     });
     let tracker = TaskTracker::new();
     let scheduler = Scheduler::start(tx, tracker.clone());
-    let lanes: Vec<String> = probes.iter().map(|p| lane_key(&p.config.url)).collect();
+    let lanes: Vec<String> = probes
+        .iter()
+        .map(|p| lane_key(&p.config.url, p.config.traffic.server.as_deref()))
+        .collect();
     let placing: Vec<Placing> = probes
         .iter()
         .zip(&lanes)

@@ -546,7 +546,10 @@ pub fn default_api_base(addr: Option<SocketAddr>) -> String {
 /// agent of the region runs them.
 fn phases(config: &Config, location: &str) -> HashMap<Arc<str>, Duration> {
     let all: Vec<&Arc<ProbeConfig>> = config.probes.iter().chain(&config.other_shards).collect();
-    let lanes: Vec<String> = all.iter().map(|p| lane_key(&p.url)).collect();
+    let lanes: Vec<String> = all
+        .iter()
+        .map(|p| lane_key(&p.url, p.traffic.server.as_deref()))
+        .collect();
     let placing: Vec<(Arc<str>, Placing)> = all
         .iter()
         .zip(&lanes)

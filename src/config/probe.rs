@@ -100,6 +100,7 @@ pub(super) fn check_probe(
         prefix,
         RawTraffic {
             overlap: raw.overlap,
+            server: raw.server,
             cold: raw.cold,
             burst: raw.burst,
             warmup: raw.warmup,
@@ -703,6 +704,11 @@ pub(super) struct RawProbe {
     /// (scheme, host and port). Default false (over defaults.overlap): they take turns,
     /// so on a server with one slot no probe measures another's queue.
     pub(super) overlap: Option<bool>,
+    /// A name for the server this probe's requests reach, when other probes reach it
+    /// by another URL (a gateway and a direct address, a gRPC port beside an HTTP
+    /// one): probes with one `server` take turns and share cold holds and restarts as
+    /// one endpoint. Default: the URL's scheme, host and port.
+    pub(super) server: Option<String>,
     /// A cold probe: `{idle: 6m}` runs only once the endpoint has had no request from
     /// this agent for that long, and shows what the first user after a quiet spell sees.
     pub(super) cold: Option<RawCold>,

@@ -28,6 +28,9 @@ pub struct Traffic {
     /// Whether its runs may overlap the agent's other runs of the same endpoint
     /// (`overlap: true`); by default they take turns.
     pub overlap: bool,
+    /// The server its requests reach, when the user named it (`server:`): probes
+    /// with one name are one endpoint whatever their URLs.
+    pub server: Option<String>,
     /// A cold probe's idle time: it runs only once the endpoint has had no request
     /// from this agent for this long, and the agent's other probes of it hold off.
     pub cold: Option<Duration>,
@@ -41,6 +44,7 @@ impl Default for Traffic {
     fn default() -> Self {
         Traffic {
             overlap: false,
+            server: None,
             cold: None,
             burst: None,
             warmup: DEFAULT_WARMUP,
@@ -64,6 +68,7 @@ pub(super) struct RawCold {
 /// What `check_traffic` reads: the probe's own keys and what it inherits.
 pub(super) struct RawTraffic {
     pub(super) overlap: Option<bool>,
+    pub(super) server: Option<String>,
     pub(super) cold: Option<RawCold>,
     pub(super) burst: Option<u32>,
     pub(super) warmup: Option<String>,
@@ -127,12 +132,21 @@ pub(super) fn check_traffic(
         }
         cold.is_none()
     });
+    let server = raw.server.and_then(|s| {
+        let name = s.trim();
+        if name.is_empty() {
+            cx.error(p, &key("server"), "must name the server (or leave the key out)");
+            return None;
+        }
+        Some(name.to_string())
+    });
     let warmup = match raw.warmup {
         Some(w) => duration(cx, p, &key("warmup"), &w).unwrap_or(DEFAULT_WARMUP),
         None => DEFAULT_WARMUP,
     };
     Traffic {
         overlap: raw.overlap.or(default_overlap).unwrap_or(false),
+        server,
         cold,
         burst,
         warmup,
@@ -217,5 +231,23 @@ mod tests {
         assert!(!ok.probes[1].traffic.overlap);
         assert_eq!(ok.probes[0].traffic.warmup, super::DEFAULT_WARMUP);
         assert_eq!(ok.probes[1].traffic.warmup, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn a_named_server_is_kept_trimmed_and_an_empty_one_is_an_error() {
+        let ok = parse(
+            "probes:\n  - {name: a, kind: http, url: \"http://h/x\", server: \" gpu-1 \"}\n  - {name: b, kind: http, url: \"http://h/y\"}\n",
+            Path::new("t.yaml"),
+            &|_| None,
+        )
+        .unwrap();
+        assert_eq!(ok.probes[0].traffic.server.as_deref(), Some("gpu-1"));
+        assert_eq!(ok.probes[1].traffic.server, None);
+        let e = errors("probes:\n  - {name: a, kind: http, url: \"http://h/x\", server: \" \"}\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("t.yaml:2:") && e[0].contains("probes[0].server: must name the server"),
+            "{e:?}"
+        );
     }
 }

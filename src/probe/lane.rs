@@ -43,9 +43,9 @@ pub struct Lanes {
 }
 
 impl Lanes {
-    /// The lane of `url`'s endpoint, made at its first use.
-    pub fn lane(&self, url: &http::Uri) -> Arc<Lane> {
-        let key = lane_key(url);
+    /// The lane of a probe's endpoint (see [`lane_key`]), made at its first use.
+    pub fn lane(&self, url: &http::Uri, server: Option<&str>) -> Arc<Lane> {
+        let key = lane_key(url, server);
         let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
         lanes
             .entry(key.clone())
@@ -54,12 +54,24 @@ impl Lanes {
     }
 }
 
-/// What makes two probes' endpoints one: the scheme, the host (as written, in lower
-/// case) and the port (the scheme's default when the URL has none).
-pub fn lane_key(url: &http::Uri) -> String {
+/// What makes two probes' endpoints one: the `server` the user named, or else the
+/// URL's scheme, host and port (the scheme's default when the URL has none). The host
+/// is compared in lower case without a trailing dot, and this machine's loopback
+/// names (`localhost`, `127.0.0.1`, `[::1]`) are one: a newcomer writes one probe with
+/// each and means one server. Names are not resolved: two hosted APIs behind one
+/// CDN address are not one server.
+pub fn lane_key(url: &http::Uri, server: Option<&str>) -> String {
+    if let Some(name) = server {
+        return format!("server {name}");
+    }
     let scheme = url.scheme_str().unwrap_or("http");
     let port = url.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
     let host = url.host().unwrap_or_default().to_ascii_lowercase();
+    let host = host.strip_suffix('.').unwrap_or(&host);
+    let host = match host {
+        "127.0.0.1" | "[::1]" | "localhost" => "localhost",
+        other => other,
+    };
     format!("{scheme}://{host}:{port}")
 }
 
@@ -305,21 +317,46 @@ mod tests {
     use crate::outcome::{Failure, ModelIdentity};
 
     fn lane() -> Arc<Lane> {
-        Lanes::default().lane(&"http://Host.example:8080/v1/chat/completions".parse().unwrap())
+        Lanes::default().lane(
+            &"http://Host.example:8080/v1/chat/completions".parse().unwrap(),
+            None,
+        )
     }
 
     #[test]
     fn one_server_is_one_lane_whatever_the_path() {
         let lanes = Lanes::default();
-        let a = lanes.lane(&"http://h:8080/v1/chat/completions".parse().unwrap());
-        let b = lanes.lane(&"http://H:8080/v1/completions?x=1".parse().unwrap());
-        let c = lanes.lane(&"http://h:8081/v1/completions".parse().unwrap());
+        let lane = |url: &str| lanes.lane(&url.parse().unwrap(), None);
+        let a = lane("http://h:8080/v1/chat/completions");
+        let b = lane("http://H:8080/v1/completions?x=1");
+        let c = lane("http://h:8081/v1/completions");
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(
-            lane_key(&"https://api.example.com/v1".parse().unwrap()),
+            lane_key(&"https://api.example.com/v1".parse().unwrap(), None),
             "https://api.example.com:443"
         );
+        assert_eq!(
+            lane_key(&"https://API.example.com.:443/v1".parse().unwrap(), None),
+            "https://api.example.com:443"
+        );
+    }
+
+    #[test]
+    fn the_loopback_names_are_one_server_and_a_named_server_joins_any_urls() {
+        let lanes = Lanes::default();
+        let lane = |url: &str, server: Option<&str>| lanes.lane(&url.parse().unwrap(), server);
+        let local = lane("http://localhost:8080/v1/chat/completions", None);
+        for same in ["http://127.0.0.1:8080/completion", "http://[::1]:8080/v1/models"] {
+            assert!(Arc::ptr_eq(&local, &lane(same, None)), "{same}");
+        }
+        // Another address of the loopback net may be another server.
+        assert!(!Arc::ptr_eq(&local, &lane("http://127.0.0.2:8080/", None)));
+        // A gateway and the server's own gRPC port, named as one server by the user.
+        let http = lane("https://gateway.example/v2/models/m/infer", Some("gpu-1"));
+        let grpc = lane("http://10.0.0.7:8001", Some("gpu-1"));
+        assert!(Arc::ptr_eq(&http, &grpc));
+        assert!(!Arc::ptr_eq(&http, &lane("https://gateway.example/v1", None)));
     }
 
     #[test]

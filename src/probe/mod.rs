@@ -192,7 +192,7 @@ impl ReadyProbe {
             probe,
             redactor: cx.redactor.clone(),
             served: identity::IdentityFetcher::new(config, &cx.roots).map(Box::new),
-            lane: cx.lanes.lane(&config.url),
+            lane: cx.lanes.lane(&config.url, config.traffic.server.as_deref()),
             holder: HOLDERS.fetch_add(1, Ordering::Relaxed),
             warned_of_turns: Default::default(),
             held_since: Default::default(),

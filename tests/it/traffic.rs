@@ -116,12 +116,13 @@ async fn once_runs_the_probes_of_one_endpoint_one_after_another_unless_they_over
     let sim = simulator(one_request_is_200ms(1)).await;
     let dir = temp_dir("turns-once");
     let path = dir.join("probes.yaml");
+    // Three spellings of one server's address: a newcomer means one server.
+    let port = sim.addr.port();
     let yaml = |overlap: bool| {
         let mut y = String::from("probes:\n");
-        for name in ["a", "b", "c"] {
+        for (name, host) in [("a", "127.0.0.1"), ("b", "localhost"), ("c", "LOCALHOST")] {
             y.push_str(&format!(
-                "  - {{name: {name}, kind: openai_chat, url: \"http://{}/v1/chat/completions\", model: m, overlap: {overlap}}}\n",
-                sim.addr
+                "  - {{name: {name}, kind: openai_chat, url: \"http://{host}:{port}/v1/chat/completions\", model: m, overlap: {overlap}}}\n",
             ));
         }
         y
@@ -155,6 +156,48 @@ async fn once_runs_the_probes_of_one_endpoint_one_after_another_unless_they_over
         .map(|r| r["ttft_seconds"].as_f64().unwrap())
         .fold(0.0, f64::max);
     assert!(slowest > 0.3, "{overlapping_runs:?}");
+}
+
+/// What two one-slot simulators served while an agent probed each every second, at
+/// the same instants, the two probes written with `server` (e.g. `", server: gpu-1"`).
+async fn two_addresses_probed(tag: &str, server: &str) -> Vec<SimRecord> {
+    let (front, back) = (
+        simulator(one_request_is_200ms(1)).await,
+        simulator(one_request_is_200ms(1)).await,
+    );
+    let probe = |name: &str, addr: std::net::SocketAddr| {
+        format!(
+            "  - {{name: {name}, kind: openai_chat, url: \"http://{addr}/v1/chat/completions\", model: m, schedule: \"* * * * * *\", timeout: 900ms{server}}}\n",
+        )
+    };
+    let agent = start_agent(
+        tag,
+        &format!(
+            "agent: {{location: t}}\nprobes:\n{}{}",
+            probe("a", front.addr),
+            probe("b", back.addr)
+        ),
+    );
+    wait_until("four runs of each", Duration::from_secs(20), || {
+        runs(&agent, "a") >= 4.0 && runs(&agent, "b") >= 4.0
+    });
+    drop(agent);
+    let mut both = front.log.records();
+    both.extend(back.log.records());
+    both
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn probes_that_name_one_server_take_turns_whatever_their_urls() {
+    // Two addresses of one machine's GPU (say a gateway and the server's own port):
+    // two simulators here, which the probes name as one server.
+    let named = two_addresses_probed("turns-server", ", server: gpu-1").await;
+    assert!(named.len() >= 8, "{}", named.len());
+    assert_eq!(overlapping(&named), [], "requests served at once");
+    // The check can fail: without the name they are two endpoints, and their
+    // coinciding ticks meet.
+    let apart = two_addresses_probed("turns-no-server", "").await;
+    assert!(!overlapping(&apart).is_empty(), "{apart:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
