@@ -201,29 +201,37 @@ async fn probes_that_name_one_server_take_turns_whatever_their_urls() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn listed_regions_probe_a_one_slot_server_in_turns_of_their_own() {
+async fn regions_probe_a_one_slot_server_in_turns_of_their_own_listed_or_not() {
     let _heavy = crate::support::heavy();
-    let sim = simulator(one_request_is_200ms(1)).await;
-    let config = |location: &str| {
-        format!(
-            "agent: {{location: {location}, locations: [eu, us]}}\nprobes:\n  - {{name: chat, kind: openai_chat, url: \"http://{0}/v1/chat/completions\", model: m, interval: 2s}}\n  - {{name: completions, kind: openai_completions, url: \"http://{0}/v1/completions\", model: m, interval: 2s}}\n",
-            sim.addr
-        )
-    };
-    let eu = start_agent("regions-eu", &config("eu"));
-    let us = start_agent("regions-us", &config("us"));
-    wait_until(
-        "three runs of each probe in each region",
-        Duration::from_secs(20),
-        || {
-            [&eu, &us]
-                .iter()
-                .all(|a| runs(a, "chat") >= 3.0 && runs(a, "completions") >= 3.0)
-        },
-    );
-    let records = sim.log.records();
-    assert!(records.len() >= 12, "{}", records.len());
-    assert_eq!(overlapping(&records), [], "two regions' requests served at once");
+    // Listed, each region takes half of every slot; unlisted, `eu` and `us` take parts
+    // from their names, which land a third of a slot apart (schedule/phase.rs).
+    for listed in ["locations: [eu, us]", ""] {
+        let sim = simulator(one_request_is_200ms(1)).await;
+        let config = |location: &str| {
+            format!(
+                "agent: {{location: {location}, {listed}}}\nprobes:\n  - {{name: chat, kind: openai_chat, url: \"http://{0}/v1/chat/completions\", model: m, interval: 2s}}\n  - {{name: completions, kind: openai_completions, url: \"http://{0}/v1/completions\", model: m, interval: 2s}}\n",
+                sim.addr
+            )
+        };
+        let eu = start_agent("regions-eu", &config("eu"));
+        let us = start_agent("regions-us", &config("us"));
+        wait_until(
+            "three runs of each probe in each region",
+            Duration::from_secs(20),
+            || {
+                [&eu, &us]
+                    .iter()
+                    .all(|a| runs(a, "chat") >= 3.0 && runs(a, "completions") >= 3.0)
+            },
+        );
+        let records = sim.log.records();
+        assert!(records.len() >= 12, "{listed}: {}", records.len());
+        assert_eq!(
+            overlapping(&records),
+            [],
+            "{listed}: two regions' requests served at once"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
