@@ -375,6 +375,9 @@ pub struct Served {
     pub fingerprint: Option<String>,
     /// The identity of what answered; `None` when the server said nothing of it.
     pub identity: Option<Arc<ModelIdentity>>,
+    /// When the server's process started, as it says (probe/identity/start.rs): a new
+    /// value is a restart. `None` when it does not say.
+    pub server_start: Option<String>,
 }
 
 /// The identity of what serves a probe: the served model, its fingerprint and what the

@@ -178,18 +178,18 @@ impl Endpoint {
 }
 
 impl Endpoint {
-    /// GET `path` on the same server, outside any run (the model's identity,
-    /// probe/identity.rs): the body of a 2xx answer of at most `limit` bytes, complete
-    /// within `timeout`; `None` for anything else, which says nothing about the run.
-    /// `Ok(None)`: the server answered but not with a 2xx (it has no such endpoint, or
-    /// refuses it); `Err(())`: no answer (a timeout, a broken connection, a body over
-    /// `limit`).
+    /// GET `path` on the same server, outside any run (the model's identity and the
+    /// server's start, probe/identity.rs): the headers and body of a 2xx answer of at
+    /// most `limit` bytes, complete within `timeout`; `None` for anything else, which
+    /// says nothing about the run. `Ok(None)`: the server answered but not with a 2xx
+    /// (it has no such endpoint, or refuses it); `Err(())`: no answer (a timeout, a
+    /// broken connection, a body over `limit`).
     pub async fn fetch(
         &self,
         path: &str,
         limit: u64,
         timeout: std::time::Duration,
-    ) -> Result<Option<Vec<u8>>, ()> {
+    ) -> Result<Option<(http::HeaderMap, Vec<u8>)>, ()> {
         let mut request = self.request_to(&http::Method::GET, path, Bytes::new());
         request.headers_mut().insert(
             http::header::ACCEPT,
@@ -212,11 +212,12 @@ impl Endpoint {
         if !response.response.status().is_success() {
             return Ok(None);
         }
+        let headers = response.response.headers().clone();
         let mut body = Vec::new();
         loop {
             match tokio::time::timeout_at(deadline, response.body.next()).await {
                 Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
-                Ok(Ok(None)) => return Ok(Some(body)),
+                Ok(Ok(None)) => return Ok(Some((headers, body))),
                 _ => return Err(()),
             }
         }

@@ -79,6 +79,8 @@ pub(crate) struct IdentityFetcher {
     paths: Paths,
     first: Vec<Source>,
     state: Mutex<State>,
+    /// The server's process start, asked apart from its identity and more often.
+    start: Mutex<start::StartWatch>,
 }
 
 #[derive(Debug, Default)]
@@ -171,6 +173,7 @@ impl IdentityFetcher {
             paths,
             first,
             state: Mutex::new(State::default()),
+            start: Mutex::new(start::StartWatch::default()),
         })
     }
 
@@ -216,6 +219,50 @@ impl IdentityFetcher {
         identity_of(served, &state.facts)
     }
 
+    /// The server's process start after a successful run (probe/identity/start.rs),
+    /// asked of its `/metrics` if due; `None` when the server does not say it. Only
+    /// servers of our own kinds are asked: a hosted API has no `/metrics` to give.
+    pub async fn server_start(&self) -> Option<String> {
+        let owner = {
+            let state = self.state.lock().expect("identity lock");
+            state
+                .facts
+                .get(&Source::Models)
+                .and_then(|f| owner(f).map(str::to_owned))
+        };
+        let says = matches!(self.config.kind, Kind::LlamaCpp | Kind::Tgi)
+            || matches!(owner.as_deref(), Some("llamacpp" | "vllm" | "sglang"));
+        let refresh = start::start_refresh(self.config.traffic.warmup);
+        let due = says
+            && self
+                .start
+                .lock()
+                .expect("start lock")
+                .due(Instant::now(), refresh);
+        if due && let Some(endpoint) = self.endpoint.get().and_then(Option::as_ref) {
+            let path = format!("{}/metrics{}", self.paths.root, self.paths.query);
+            let answer = endpoint.fetch(&path, MAX_BODY, FETCH_TIMEOUT).await;
+            let mut watch = self.start.lock().expect("start lock");
+            match answer {
+                Ok(Some((headers, body))) => match start::start_of(&headers, &body) {
+                    Some(s) => {
+                        if watch.saw(s, std::time::SystemTime::now()) {
+                            tracing::info!(
+                                probe = %self.config.name,
+                                "the server answers from several processes (replicas behind one address?): its restarts are told by refusals and loading answers only"
+                            );
+                        }
+                    }
+                    None => watch.unsaid(Instant::now()),
+                },
+                Ok(None) => watch.unsaid(Instant::now()),
+                // No answer says nothing: asked again in a minute.
+                Err(()) => {}
+            }
+        }
+        self.start.lock().expect("start lock").current()
+    }
+
     async fn fetch(&self, model: Option<&str>) -> Fetched {
         let mut out = Fetched::default();
         let Some(endpoint) = self
@@ -239,7 +286,7 @@ impl IdentityFetcher {
                 continue;
             };
             out.answered.insert(source);
-            let Some(json) = answer.and_then(|body| serde_json::from_slice::<Value>(&body).ok()) else {
+            let Some(json) = answer.and_then(|(_, body)| serde_json::from_slice::<Value>(&body).ok()) else {
                 continue;
             };
             let fields = parse(source, &json, model.unwrap_or(asked));
@@ -461,6 +508,9 @@ fn bytes(n: u64) -> String {
 pub(crate) fn from_response(served: &Served) -> Option<Arc<ModelIdentity>> {
     identity_of(served, &BTreeMap::new())
 }
+
+#[path = "identity/start.rs"]
+mod start;
 
 #[cfg(test)]
 #[path = "identity/tests.rs"]

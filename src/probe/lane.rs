@@ -130,6 +130,8 @@ struct Restarts {
     /// The identity digest each probe saw last: probes of one server ask different
     /// things of it (one kind's `/v1/models`, another's `/api/ps`).
     digests: HashMap<Arc<str>, String>,
+    /// The server's process start each probe saw last (probe/identity/start.rs).
+    starts: HashMap<Arc<str>, String>,
 }
 
 /// A request in flight on a lane; its drop is the end of the request (the endpoint's
@@ -289,6 +291,15 @@ impl Lane {
                     let before = r.digests.insert(probe.clone(), identity.digest.clone());
                     if before.is_some_and(|d| d != identity.digest) {
                         seen(format!("the served model changed to {}", identity.summary), r);
+                    }
+                }
+                if let Some(start) = &observation.served.server_start {
+                    let before = r.starts.insert(probe.clone(), start.clone());
+                    if before.is_some_and(|b| b != *start) {
+                        seen(
+                            "the server's process started anew (its start time changed)".into(),
+                            r,
+                        );
                     }
                 }
                 if let Some((_, load)) = observation
@@ -542,5 +553,24 @@ mod tests {
         // A load after half a minute: the server lost its model.
         assert_eq!(c.after(72, &with("b", load)), Some(c.at(72)));
         assert_eq!(c.cause(), "the server loaded the model for this request (3.20 s)");
+    }
+
+    #[test]
+    fn a_new_process_start_is_a_restart_no_run_saw() {
+        let c = Clock::new();
+        let started = |at: &str| {
+            let mut o = run(Ok(()));
+            o.served.server_start = Some(at.into());
+            o
+        };
+        // The first start is no change, nor the same one again, nor a run that has none.
+        assert_eq!(c.after(0, &started("15171748523")), None);
+        assert_eq!(c.after(1, &started("15171748523")), None);
+        assert_eq!(c.after(2, &run(Ok(()))), None);
+        assert_eq!(c.after(3, &started("15177912118")), Some(c.at(3)));
+        assert_eq!(
+            c.cause(),
+            "the server's process started anew (its start time changed)"
+        );
     }
 }

@@ -341,6 +341,9 @@ impl ReadyProbe {
                 Some(fetcher) => fetcher.identity(&observation.served).await,
                 None => identity::from_response(&observation.served),
             };
+            if let Some(fetcher) = &self.served {
+                observation.served.server_start = fetcher.server_start().await;
+            }
         }
         let idle = active.idle;
         let traffic = &self.config.traffic;

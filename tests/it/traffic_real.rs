@@ -846,3 +846,58 @@ fn a_burst_spreads_on_one_slot_and_pages_but_not_on_four() {
     );
     assert!(gauge > 0.0 && gauge < 1.5, "{gauge}");
 }
+
+/// A restart no run sees: the server stopped and started again between two runs (the
+/// tiny model loads in about a second, the probe runs every 6 s), so no request was
+/// refused and none was told `Loading model`, and the model is the same. The server's
+/// `/metrics` says when its process started (llama.cpp's `Process-Start-Time-Unix`
+/// header): the next run finds a new start, and the warm-up opens with that cause.
+#[test]
+fn a_restart_between_runs_shows_in_the_servers_start_time() {
+    let Some(server) = OwnServer::start(18089) else {
+        return;
+    };
+    let _heavy = heavy();
+    let path = write_config(
+        "restart-between-runs",
+        &format!(
+            "agent: {{location: here}}\nprobes:\n  - {{name: chat, kind: openai_chat, url: \"http://{}/v1/chat/completions\", model: tiny-llama, max_tokens: 8, interval: 6s, timeout: 3s, warmup: 10s}}\n",
+            server.addr()
+        ),
+    );
+    let agent = Daemon::start(&path, &[]);
+    let watch = Runs::watch(&agent.addr, &["chat"]);
+    let before = watch.wait("chat", 0, 2, Duration::from_secs(30));
+    for run in &before {
+        assert_eq!(run["success"], true, "{run}");
+        assert!(run["warmup"].is_null(), "{run}");
+    }
+    // Right after a run: the restart is over long before the next.
+    let restarted_at = std::time::Instant::now();
+    server.script("stop");
+    server.script("start");
+    let took = restarted_at.elapsed();
+    let after = watch.wait("chat", 2, 1, Duration::from_secs(30)).remove(0);
+    let runs = watch.of("chat");
+    assert!(
+        runs.iter().all(|r| r["success"] == true),
+        "a run saw the restart (took {took:?}), so this is not the case under test: {runs:?}"
+    );
+    let cause = after["warmup"]["cause"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no warm-up after a restart between runs: {after}"));
+    assert_eq!(
+        cause, "the server's process started anew (its start time changed)",
+        "{after}"
+    );
+    let restarts = metric_sum(
+        &agent.metrics(),
+        "inferprobe_endpoint_restarts_total",
+        &["probe=\"chat\""],
+    );
+    assert_eq!(restarts, 1.0);
+    eprintln!(
+        "restart took {took:?}; the next run, {} later, opened the warm-up: {cause}",
+        ms(secs(&after, "idle_seconds"))
+    );
+}

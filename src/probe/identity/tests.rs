@@ -13,6 +13,7 @@ fn served(model: &str, fingerprint: Option<&str>) -> Served {
         model: Some(model.to_owned()),
         fingerprint: fingerprint.map(str::to_owned),
         identity: None,
+        server_start: None,
     }
 }
 
