@@ -9,10 +9,12 @@
 //!   the server in the idle window before each cold run; after a restart the cold run is
 //!   labelled cold and its TTFT is several times the warm runs' (the server's prompt
 //!   cache is gone), and a restart seen as refusals then answers opens the warm-up.
+//! - **A restart no run saw.** The server restarted between two runs: its `/metrics`
+//!   start time changed, and the next run opens the warm-up with that cause.
 //! - **Bursts.** Four requests at once on one slot spread their first tokens (they
 //!   queue) and the degraded alert fires; on four slots they do not.
 //!
-//! The servers: each test starts its own one-slot server (18086-18088) with the log
+//! The servers: each test starts its own one-slot server (18086-18089) with the log
 //! verbosity that shows when each request arrived, so the log holds only its agent's
 //! requests; the burst test's four-slot one is .ci/run's 18085. All run on one thread:
 //! on this two-core machine a server generating on both leaves the agent timing it no
