@@ -241,7 +241,9 @@ impl IdentityFetcher {
                 .due(Instant::now(), refresh);
         if due && let Some(endpoint) = self.endpoint.get().and_then(Option::as_ref) {
             let path = format!("{}/metrics{}", self.paths.root, self.paths.query);
-            let answer = endpoint.fetch(&path, MAX_BODY, FETCH_TIMEOUT).await;
+            let answer = endpoint
+                .fetch(&path, start::MAX_METRICS_BODY, FETCH_TIMEOUT)
+                .await;
             let mut watch = self.start.lock().expect("start lock");
             match answer {
                 Ok(Some((headers, body))) => match start::start_of(&headers, &body) {

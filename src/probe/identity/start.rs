@@ -28,6 +28,9 @@ pub const START_REFRESH: Duration = Duration::from_secs(60);
 pub fn start_refresh(warmup: Duration) -> Duration {
     (warmup / 5).clamp(Duration::from_secs(1), START_REFRESH)
 }
+
+/// The largest `/metrics` read: vLLM's, with its histograms, is 50-150 KB.
+pub const MAX_METRICS_BODY: u64 = 1024 * 1024;
 /// How often a server that has no start to give (no `/metrics`, or none in it) is
 /// asked again: it may be restarted with `--metrics`.
 const UNSAID_REFRESH: Duration = Duration::from_secs(5 * 60);
