@@ -548,3 +548,73 @@ fn a_burst_goes_with_neither_a_cold_probe_nor_reused_connections() {
     );
     assert_eq!(errors("burst: 4"), Vec::<String>::new());
 }
+
+/// Nothing a probe sends changes the server for its other users: the probe's own
+/// request carries no `keep_alive` (Ollama's setting of how long the model stays
+/// loaded, for everyone), and everything else the agent asks (identity, the process
+/// start) is a read-only GET.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_a_probe_sends_changes_nothing_on_the_server() {
+    let seen: Arc<std::sync::Mutex<Vec<crate::support::Received>>> = Arc::default();
+    let keep = seen.clone();
+    let addr = answering_server(move |r| {
+        keep.lock().unwrap().push(r.clone());
+        match (r.method.as_str(), r.path.as_str()) {
+            ("POST", "/api/chat") => crate::support::chunked_reply(
+                "application/x-ndjson",
+                &[
+                    "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"done\":false}\n",
+                    "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\",\"eval_count\":1,\"prompt_eval_count\":3,\"load_duration\":2000000}\n",
+                ],
+                crate::support::BodyEnd::LastChunk,
+            ),
+            ("POST", "/v1/chat/completions") => crate::support::chunked_reply(
+                "text/event-stream",
+                &[
+                    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n",
+                    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n",
+                    "data: [DONE]\n\n",
+                ],
+                crate::support::BodyEnd::LastChunk,
+            ),
+            ("GET", "/api/ps") => reply(
+                200,
+                "{\"models\":[{\"name\":\"llama3:latest\",\"model\":\"llama3:latest\",\"digest\":\"abc\",\"expires_at\":\"2026-12-05T10:00:00Z\"}]}",
+            ),
+            ("GET", "/v1/models") => reply(
+                200,
+                "{\"object\":\"list\",\"data\":[{\"id\":\"m\",\"object\":\"model\",\"owned_by\":\"llamacpp\"}]}",
+            ),
+            ("GET", "/props") => reply(200, "{\"model_path\":\"m.gguf\",\"build_info\":\"b1\"}"),
+            _ => reply(404, "{}"),
+        }
+    });
+    for probe in [
+        format!(
+            "name: o\nkind: ollama\nurl: http://{addr}/api/chat\nmodel: llama3\ninterval: 10m\ncold: {{idle: 6m}}\n"
+        ),
+        format!("name: c\nkind: openai_chat\nurl: http://{addr}/v1/chat/completions\nmodel: m\n"),
+    ] {
+        let p = crate::support::build_probe(&probe);
+        for _ in 0..2 {
+            let o = p.run_once().await;
+            assert!(o.observation.success(), "{probe}: {:?}", o.observation.result);
+        }
+    }
+    let seen = seen.lock().unwrap();
+    let asked: Vec<String> = seen.iter().map(|r| format!("{} {}", r.method, r.path)).collect();
+    for r in seen.iter() {
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(!body.contains("keep_alive"), "{} {}: {body}", r.method, r.path);
+        if r.method != "GET" {
+            assert!(
+                ["/api/chat", "/v1/chat/completions"].contains(&r.path.as_str()),
+                "{asked:?}"
+            );
+        }
+    }
+    // The asks did happen, so the check above saw them.
+    for wanted in ["GET /api/ps", "GET /v1/models", "GET /metrics"] {
+        assert!(asked.iter().any(|a| a == wanted), "{wanted} in {asked:?}");
+    }
+}
