@@ -31,6 +31,8 @@
 #   THREADS=N -t N: compute threads (2). On a two-core machine 2 leave nothing for a client
 #             timing the answers while the server generates (it then reads tokens in
 #             bursts, late); the traffic tests' servers take 1
+#   METRICS=1|0  --metrics (1, the default) or not: without it /metrics answers 501, as
+#             on a server started with the defaults
 #   LOG_VERBOSITY=N  --log-verbosity N (unset: the server's default, 3 = info). 5 adds the
 #             debug lines that show when each request arrived ("new task, id = N" when it
 #             is queued, "no slot is available, defer task" when it must wait for a slot)
@@ -83,6 +85,11 @@ esac
 [[ "$SLOTS" =~ ^[1-9][0-9]*$ ]] || { echo "SLOTS must be a positive number" >&2; exit 2; }
 [[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || { echo "THREADS must be a positive number" >&2; exit 2; }
 [[ -z "$LOG_VERBOSITY" ]] || SERVER_ARGS+=(--log-verbosity "$LOG_VERBOSITY")
+case "${METRICS:-1}" in
+    1) SERVER_ARGS+=(--metrics) ;;
+    0) ;;
+    *) echo "METRICS must be 1 or 0" >&2; exit 2 ;;
+esac
 PIDFILE="$WORK/llama-server-$PORT.pid"
 LOG="$WORK/llama-server-$PORT.log"
 
@@ -153,12 +160,13 @@ do_start() {
     fi
     [[ -x "$BIN" ]] || do_build
     [[ -s "$MODEL" ]] || do_model
-    # -np $SLOTS: one slot by default, like a small single-user deployment; --metrics:
-    # /metrics (llamacpp: prefix); --log-prefix --log-timestamps: each line says when.
+    # -np $SLOTS: one slot by default, like a small single-user deployment; --metrics
+    # (METRICS=1): /metrics (llamacpp: prefix); --log-prefix --log-timestamps: each line
+    # says when.
     # setsid + nohup: the server survives the shell that started it.
     log "starting $MODEL as $MODEL_ALIAS on $HOST:$PORT, $SLOTS slot(s), $THREADS thread(s) ${SERVER_ARGS[*]}"
     setsid nohup "$BIN" -m "$MODEL" --alias "$MODEL_ALIAS" --host "$HOST" --port "$PORT" \
-        -c "$CTX" -np "$SLOTS" -t "$THREADS" --metrics --no-webui --log-prefix --log-timestamps \
+        -c "$CTX" -np "$SLOTS" -t "$THREADS" --no-webui --log-prefix --log-timestamps \
         "${SERVER_ARGS[@]}" >"$LOG" 2>&1 < /dev/null &
     local pid=$!
     echo "$pid" >"$PIDFILE"

@@ -240,26 +240,44 @@ impl IdentityFetcher {
                 .expect("start lock")
                 .due(Instant::now(), refresh);
         if due && let Some(endpoint) = self.endpoint.get().and_then(Option::as_ref) {
-            let path = format!("{}/metrics{}", self.paths.root, self.paths.query);
-            let answer = endpoint
-                .fetch(&path, start::MAX_METRICS_BODY, FETCH_TIMEOUT)
-                .await;
-            let mut watch = self.start.lock().expect("start lock");
-            match answer {
-                Ok(Some((headers, body))) => match start::start_of(&headers, &body) {
-                    Some(s) => {
-                        if watch.saw(s, std::time::SystemTime::now()) {
-                            tracing::info!(
-                                probe = %self.config.name,
-                                "the server answers from several processes (replicas behind one address?): its restarts are told by refusals and loading answers only"
-                            );
+            // `/metrics` first; llama.cpp without `--metrics` refuses it, and says its
+            // start in `/props`. Only a refusal moves on: a source that did not answer
+            // is not replaced by another (their values differ, which would read as a
+            // restart).
+            let llama = self.config.kind == Kind::LlamaCpp || owner.as_deref() == Some("llamacpp");
+            let mut paths = vec![format!("{}/metrics{}", self.paths.root, self.paths.query)];
+            if llama {
+                paths.push(self.paths.of(Source::Props));
+            }
+            let mut said = None;
+            let mut answered = true;
+            for path in &paths {
+                match endpoint.fetch(path, start::MAX_METRICS_BODY, FETCH_TIMEOUT).await {
+                    Ok(Some((headers, body))) => {
+                        said = start::start_of(&headers, &body);
+                        if said.is_some() {
+                            break;
                         }
                     }
-                    None => watch.unsaid(Instant::now()),
-                },
-                Ok(None) => watch.unsaid(Instant::now()),
-                // No answer says nothing: asked again in a minute.
-                Err(()) => {}
+                    Ok(None) => {}
+                    Err(()) => {
+                        answered = false;
+                        break;
+                    }
+                }
+            }
+            let mut watch = self.start.lock().expect("start lock");
+            match said {
+                Some(s) if watch.saw(&s, std::time::SystemTime::now()) => {
+                    tracing::info!(
+                        probe = %self.config.name,
+                        "the server answers from several processes (replicas behind one address?): its restarts are told by refusals and loading answers only"
+                    );
+                }
+                Some(_) => {}
+                None if answered => watch.unsaid(Instant::now()),
+                // No answer says nothing: asked again at the next refresh.
+                None => {}
             }
         }
         self.start.lock().expect("start lock").current()

@@ -9,8 +9,9 @@
 //!   the server in the idle window before each cold run; after a restart the cold run is
 //!   labelled cold and its TTFT is several times the warm runs' (the server's prompt
 //!   cache is gone), and a restart seen as refusals then answers opens the warm-up.
-//! - **A restart no run saw.** The server restarted between two runs: its `/metrics`
-//!   start time changed, and the next run opens the warm-up with that cause.
+//! - **A restart no run saw.** The server restarted between two runs: its start (in
+//!   `/metrics` with `--metrics`, in `/props` without) changed, and the next run opens
+//!   the warm-up with that cause.
 //! - **Bursts.** Four requests at once on one slot spread their first tokens (they
 //!   queue) and the degraded alert fires; on four slots they do not.
 //!
@@ -71,11 +72,18 @@ fn shared(var: &str, default: &str) -> Option<String> {
 struct OwnServer {
     port: u16,
     work: PathBuf,
+    /// Started with `--metrics` (the script's default).
+    metrics: bool,
 }
 
 impl OwnServer {
     /// `None` (after saying why) when the binary or model is not built.
     fn start(port: u16) -> Option<OwnServer> {
+        Self::start_with(port, true)
+    }
+
+    /// As [`OwnServer::start`], with or without `--metrics`.
+    fn start_with(port: u16, metrics: bool) -> Option<OwnServer> {
         let work = std::env::var_os("LLAMA_SERVER_WORK")
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(SCRIPT).parent().unwrap().join(".work"));
@@ -89,7 +97,7 @@ impl OwnServer {
                 return None;
             }
         }
-        let server = OwnServer { port, work };
+        let server = OwnServer { port, work, metrics };
         // A server left on the port by a killed run of this test is stopped first.
         server.script("stop");
         assert!(
@@ -111,6 +119,7 @@ impl OwnServer {
             .env("THREADS", "1")
             // 5: the queue's debug lines, which say when each request arrived.
             .env("LOG_VERBOSITY", "5")
+            .env("METRICS", if self.metrics { "1" } else { "0" })
             .output()
             .unwrap();
         assert!(
@@ -851,55 +860,59 @@ fn a_burst_spreads_on_one_slot_and_pages_but_not_on_four() {
 
 /// A restart no run sees: the server stopped and started again between two runs (the
 /// tiny model loads in about a second, the probe runs every 6 s), so no request was
-/// refused and none was told `Loading model`, and the model is the same. The server's
-/// `/metrics` says when its process started (llama.cpp's `Process-Start-Time-Unix`
-/// header): the next run finds a new start, and the warm-up opens with that cause.
+/// refused and none was told `Loading model`, and the model is the same. The server
+/// says when its process started: with `--metrics`, in `/metrics`' header
+/// `Process-Start-Time-Unix`; without (the default), by the `media_marker` its `/props`
+/// draws at each start. Either way the next run finds a new start, and the warm-up
+/// opens with that cause.
 #[test]
 fn a_restart_between_runs_shows_in_the_servers_start_time() {
-    let Some(server) = OwnServer::start(18089) else {
-        return;
-    };
-    let _heavy = heavy();
-    let path = write_config(
-        "restart-between-runs",
-        &format!(
-            "agent: {{location: here}}\nprobes:\n  - {{name: chat, kind: openai_chat, url: \"http://{}/v1/chat/completions\", model: tiny-llama, max_tokens: 8, interval: 6s, timeout: 3s, warmup: 10s}}\n",
-            server.addr()
-        ),
-    );
-    let agent = Daemon::start(&path, &[]);
-    let watch = Runs::watch(&agent.addr, &["chat"]);
-    let before = watch.wait("chat", 0, 2, Duration::from_secs(30));
-    for run in &before {
-        assert_eq!(run["success"], true, "{run}");
-        assert!(run["warmup"].is_null(), "{run}");
+    for metrics in [true, false] {
+        let Some(server) = OwnServer::start_with(18089, metrics) else {
+            return;
+        };
+        let _heavy = heavy();
+        let path = write_config(
+            "restart-between-runs",
+            &format!(
+                "agent: {{location: here}}\nprobes:\n  - {{name: chat, kind: openai_chat, url: \"http://{}/v1/chat/completions\", model: tiny-llama, max_tokens: 8, interval: 6s, timeout: 3s, warmup: 10s}}\n",
+                server.addr()
+            ),
+        );
+        let agent = Daemon::start(&path, &[]);
+        let watch = Runs::watch(&agent.addr, &["chat"]);
+        let before = watch.wait("chat", 0, 2, Duration::from_secs(30));
+        for run in &before {
+            assert_eq!(run["success"], true, "{run}");
+            assert!(run["warmup"].is_null(), "{run}");
+        }
+        // Right after a run: the restart is over long before the next.
+        let restarted_at = std::time::Instant::now();
+        server.script("stop");
+        server.script("start");
+        let took = restarted_at.elapsed();
+        let after = watch.wait("chat", 2, 1, Duration::from_secs(30)).remove(0);
+        let runs = watch.of("chat");
+        assert!(
+            runs.iter().all(|r| r["success"] == true),
+            "a run saw the restart (took {took:?}), so this is not the case under test: {runs:?}"
+        );
+        let cause = after["warmup"]["cause"].as_str().unwrap_or_else(|| {
+            panic!("--metrics {metrics}: no warm-up after a restart between runs: {after}")
+        });
+        assert_eq!(
+            cause, "the server's process started anew (its start time changed)",
+            "{after}"
+        );
+        let restarts = metric_sum(
+            &agent.metrics(),
+            "inferprobe_endpoint_restarts_total",
+            &["probe=\"chat\""],
+        );
+        assert_eq!(restarts, 1.0);
+        eprintln!(
+            "--metrics {metrics}: restart took {took:?}; the next run, {} later, opened the warm-up: {cause}",
+            ms(secs(&after, "idle_seconds"))
+        );
     }
-    // Right after a run: the restart is over long before the next.
-    let restarted_at = std::time::Instant::now();
-    server.script("stop");
-    server.script("start");
-    let took = restarted_at.elapsed();
-    let after = watch.wait("chat", 2, 1, Duration::from_secs(30)).remove(0);
-    let runs = watch.of("chat");
-    assert!(
-        runs.iter().all(|r| r["success"] == true),
-        "a run saw the restart (took {took:?}), so this is not the case under test: {runs:?}"
-    );
-    let cause = after["warmup"]["cause"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no warm-up after a restart between runs: {after}"));
-    assert_eq!(
-        cause, "the server's process started anew (its start time changed)",
-        "{after}"
-    );
-    let restarts = metric_sum(
-        &agent.metrics(),
-        "inferprobe_endpoint_restarts_total",
-        &["probe=\"chat\""],
-    );
-    assert_eq!(restarts, 1.0);
-    eprintln!(
-        "restart took {took:?}; the next run, {} later, opened the warm-up: {cause}",
-        ms(secs(&after, "idle_seconds"))
-    );
 }

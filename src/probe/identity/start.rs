@@ -9,6 +9,9 @@
 //!   4.2 hours): an opaque value, new with each process.
 //! - Prometheus clients' process collector: `process_start_time_seconds`, Unix seconds
 //!   (vLLM, SGLang and most Python and Go servers).
+//! - llama.cpp without `--metrics` (it answers 501 there): `/props`' `media_marker`,
+//!   which recent builds draw at random when the process starts
+//!   (`<__media_Yt6wzh1y...__>`); older builds' fixed `<__media__>` says nothing.
 //!
 //! Several processes behind one address (replicas behind a load balancer) answer with
 //! several starts in turn. A start seen before that comes back, or a Unix start earlier
@@ -61,6 +64,14 @@ pub(super) fn start_of(headers: &http::HeaderMap, body: &[u8]) -> Option<Start> 
             unix: None,
         });
     }
+    if body.first() == Some(&b'{') {
+        let props: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let marker = props.get("media_marker")?.as_str()?;
+        return (marker != "<__media__>" && !marker.is_empty()).then(|| Start {
+            value: super::clean(marker),
+            unix: None,
+        });
+    }
     let text = String::from_utf8_lossy(body);
     text.lines().find_map(|line| {
         let rest = line.strip_prefix("process_start_time_seconds")?;
@@ -107,7 +118,7 @@ impl StartWatch {
 
     /// Takes a start the server gave at `now`; true when it showed that several
     /// processes answer (once: the starts are not read after that).
-    pub fn saw(&mut self, start: Start, now: SystemTime) -> bool {
+    pub fn saw(&mut self, start: &Start, now: SystemTime) -> bool {
         if self.several {
             return false;
         }
@@ -134,7 +145,7 @@ impl StartWatch {
             self.seen.remove(0);
         }
         self.seen.push(start.value.clone());
-        self.current = Some(start.value);
+        self.current = Some(start.value.clone());
         false
     }
 
@@ -178,7 +189,15 @@ mod tests {
             start_of(&http::HeaderMap::new(), labelled).unwrap().value,
             "1700000000"
         );
+        // llama.cpp's /props: the marker drawn at the process's start, not the old fixed one.
+        let props = br#"{"build_info":"b1-0c1e570","media_marker":"<__media_jqqEbEmqdkVZe9pyicidgaGZJ0xtgfLU__>","total_slots":1}"#;
+        assert_eq!(
+            start_of(&http::HeaderMap::new(), props).unwrap().value,
+            "<__media_jqqEbEmqdkVZe9pyicidgaGZJ0xtgfLU__>"
+        );
         for nothing in [
+            &br#"{"media_marker":"<__media__>"}"#[..],
+            br#"{"build_info":"b1"}"#,
             &b"process_start_time_secondsx 5\n"[..],
             b"vllm:num_requests_running 0\n",
             b"process_start_time_seconds NaN\n",
@@ -198,16 +217,16 @@ mod tests {
     fn a_new_start_replaces_the_old_and_a_returning_one_means_replicas() {
         let now = SystemTime::now();
         let mut w = StartWatch::default();
-        w.saw(opaque("100"), now);
-        w.saw(opaque("100"), now);
+        w.saw(&opaque("100"), now);
+        w.saw(&opaque("100"), now);
         assert_eq!(w.current().as_deref(), Some("100"));
         // A restart.
-        w.saw(opaque("900"), now);
+        w.saw(&opaque("900"), now);
         assert_eq!(w.current().as_deref(), Some("900"));
         // The old process answers again: two processes share the address.
-        assert!(w.saw(opaque("100"), now));
+        assert!(w.saw(&opaque("100"), now));
         assert_eq!(w.current(), None);
-        assert!(!w.saw(opaque("5000"), now));
+        assert!(!w.saw(&opaque("5000"), now));
         assert_eq!(w.current(), None);
         assert!(!w.due(Instant::now(), START_REFRESH));
     }
@@ -220,12 +239,12 @@ mod tests {
             unix: Some(secs),
         };
         let mut w = StartWatch::default();
-        w.saw(unix(1_799_000_000.0), t0);
+        w.saw(&unix(1_799_000_000.0), t0);
         // Started after the last look: the same service, restarted.
-        w.saw(unix(1_800_000_030.0), t0 + Duration::from_secs(60));
+        w.saw(&unix(1_800_000_030.0), t0 + Duration::from_secs(60));
         assert_eq!(w.current().as_deref(), Some("1800000030"));
         // Started a day ago, while the other ran: a replica.
-        assert!(w.saw(unix(1_799_900_000.0), t0 + Duration::from_secs(120)));
+        assert!(w.saw(&unix(1_799_900_000.0), t0 + Duration::from_secs(120)));
         assert_eq!(w.current(), None);
     }
 
