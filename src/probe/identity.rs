@@ -220,8 +220,9 @@ impl IdentityFetcher {
     }
 
     /// The server's process start after a successful run (probe/identity/start.rs),
-    /// asked of its `/metrics` if due; `None` when the server does not say it. Only
-    /// servers of our own kinds are asked: a hosted API has no `/metrics` to give.
+    /// asked of its `/metrics` (llama.cpp's `/props` after a refusal) if due; `None`
+    /// when the server does not say it. Only servers of our own kinds are asked: a
+    /// hosted API has no `/metrics` to give.
     pub async fn server_start(&self) -> Option<String> {
         let owner = {
             let state = self.state.lock().expect("identity lock");
