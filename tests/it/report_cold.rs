@@ -334,21 +334,10 @@ async fn the_fleet_report_tells_cold_starts_apart_as_the_store_does() {
         return;
     };
     let dir = temp_dir("report-cold-prometheus");
-    let quick = inferprobe::simulate::Script {
-        ttft: Duration::from_millis(20),
-        tokens: 4,
-        ..Default::default()
-    };
     // The model unloads after half a second idle: most of `sleepy`'s runs come later
     // than that after the last request, whatever their phase, and find it gone (a
     // restart each, but for the rule of one warm-up in four windows).
-    let unloading = simulator(inferprobe::simulate::Script {
-        cold_after: Some(Duration::from_millis(500)),
-        cold_load: Duration::from_millis(1500),
-        ..quick.clone()
-    })
-    .await;
-    let warm = simulator(quick).await;
+    let (unloading, warm) = crate::support::unloading_and_warm().await;
     let config = dir.join("probes.yaml");
     std::fs::write(
         &config,

@@ -188,22 +188,10 @@ fn the_demo_status_page_renders_in_chromium_with_every_probe_and_no_errors() {
 /// shades the warm-ups, and in Chromium (where installed) both are drawn.
 #[tokio::test(flavor = "multi_thread")]
 async fn cold_starts_and_warmups_reach_the_api_and_the_charts() {
-    use crate::support::{Daemon, simulator, temp_dir, wait_until};
-    use inferprobe::simulate::Script;
-    let quick = Script {
-        ttft: Duration::from_millis(20),
-        tokens: 4,
-        ..Default::default()
-    };
+    use crate::support::{Daemon, temp_dir, wait_until};
     // The model unloads after half a second idle: most of `sleepy`'s runs come later
     // than that after the last request, whatever their phase, and find it gone.
-    let unloading = simulator(Script {
-        cold_after: Some(Duration::from_millis(500)),
-        cold_load: Duration::from_millis(1500),
-        ..quick.clone()
-    })
-    .await;
-    let warm = simulator(quick).await;
+    let (unloading, warm) = crate::support::unloading_and_warm().await;
     let dir = temp_dir("status-page-cold");
     let config = dir.join("probes.yaml");
     std::fs::write(

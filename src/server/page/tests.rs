@@ -5,6 +5,17 @@ fn run(at: SystemTime, ok: bool, total_ms: u64) -> RunRecord {
     crate::store::sample("chat <b>", at, ok, total_ms)
 }
 
+/// The agent at `eu` (UTC), up `up_secs` at `now`, its history from the first of `runs`.
+fn agent_in_eu(now: SystemTime, up_secs: u64, runs: &[RunRecord]) -> AgentView {
+    AgentView {
+        location: "eu".into(),
+        started_at: now - Duration::from_secs(up_secs),
+        history_since: Some(runs[0].at),
+        now,
+        time_zone: TimeZone::UTC,
+    }
+}
+
 #[test]
 fn cold_windows_are_marked_partial_and_text_is_escaped() {
     let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
@@ -15,13 +26,7 @@ fn cold_windows_are_marked_partial_and_text_is_escaped() {
     assert_eq!(view.state(), State::Up);
     assert_eq!(view.windows[0].0.runs, 20);
     assert_eq!(view.windows[0].0.availability, Some(0.95));
-    let agent = AgentView {
-        location: "eu".into(),
-        started_at: now - Duration::from_secs(600),
-        history_since: Some(runs[0].at),
-        now,
-        time_zone: TimeZone::UTC,
-    };
+    let agent = agent_in_eu(now, 600, &runs);
     let html = index(&agent, std::slice::from_ref(&view));
     assert!(html.contains("Cold data"), "{html}");
     assert!(html.contains("class=partial"), "{html}");
@@ -66,13 +71,7 @@ fn a_young_history_claims_no_more_than_it_covers_and_fast_checks_are_not_0_ms() 
         })
         .collect();
     let view = ProbeView::new("health", &runs, None, Vec::new(), now);
-    let agent = AgentView {
-        location: "eu".into(),
-        started_at: now - Duration::from_secs(20),
-        history_since: Some(runs[0].at),
-        now,
-        time_zone: TimeZone::UTC,
-    };
+    let agent = agent_in_eu(now, 20, &runs);
     for html in [
         index(&agent, std::slice::from_ref(&view)),
         probe_page(&agent, &view, &runs),
@@ -168,13 +167,7 @@ fn a_model_change_is_a_marker_on_the_chart_with_escaped_words() {
         change(86_400, "old", "older"),
         change(300, "tiny-llama", "<script>alert(1)</script> & \"v2\""),
     ];
-    let agent = AgentView {
-        location: "eu".into(),
-        started_at: now - Duration::from_secs(1200),
-        history_since: Some(runs[0].at),
-        now,
-        time_zone: TimeZone::UTC,
-    };
+    let agent = agent_in_eu(now, 1200, &runs);
     for html in [
         index(&agent, std::slice::from_ref(&view)),
         probe_page(&agent, &view, &runs),
@@ -237,13 +230,7 @@ fn cold_starts_warmups_and_bursts_are_drawn_apart_and_escaped() {
         })
         .collect();
     let view = ProbeView::new("chat", &runs, None, Vec::new(), now);
-    let agent = AgentView {
-        location: "eu".into(),
-        started_at: now - Duration::from_secs(1200),
-        history_since: Some(runs[0].at),
-        now,
-        time_zone: TimeZone::UTC,
-    };
+    let agent = agent_in_eu(now, 1200, &runs);
     let card = index(&agent, std::slice::from_ref(&view));
     let page = probe_page(&agent, &view, &runs);
     for html in [&card, &page] {
@@ -337,13 +324,7 @@ fn a_chart_of_cold_starts_only_is_scaled_to_them() {
         .collect();
     let view = ProbeView::new("cold", &runs, None, Vec::new(), now);
     assert!(view.chart.iter().all(|b| b.ttft_p95.is_none()));
-    let agent = AgentView {
-        location: "eu".into(),
-        started_at: now - Duration::from_secs(1800),
-        history_since: Some(runs[0].at),
-        now,
-        time_zone: TimeZone::UTC,
-    };
+    let agent = agent_in_eu(now, 1800, &runs);
     let html = index(&agent, &[view]);
     assert_eq!(html.matches("<g class=cold-run>").count(), 3, "{html}");
     assert!(html.contains(">15.00 s</text>"), "the scale: {html}");

@@ -58,6 +58,24 @@ pub async fn simulator(script: Script) -> Simulator {
     simulate::start(listener, script)
 }
 
+/// Two quick Ollama-like simulators for the cold and warm-up tests: one whose model
+/// unloads after half a second idle and takes 1.5 s to load again, and one that never
+/// unloads, both answering in about 20 ms with 4 tokens. Returned (unloading, warm).
+pub async fn unloading_and_warm() -> (Simulator, Simulator) {
+    let quick = Script {
+        ttft: std::time::Duration::from_millis(20),
+        tokens: 4,
+        ..Default::default()
+    };
+    let unloading = simulator(Script {
+        cold_after: Some(std::time::Duration::from_millis(500)),
+        cold_load: std::time::Duration::from_millis(1500),
+        ..quick.clone()
+    })
+    .await;
+    (unloading, simulator(quick).await)
+}
+
 /// Builds the single probe of a `probes:` YAML list item and runs it once.
 pub async fn run_probe(probe_yaml: &str) -> Outcome {
     build_probe(probe_yaml).run_once().await
